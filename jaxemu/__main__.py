@@ -1,0 +1,72 @@
+"""``python -m jaxemu``: the demo; ``python -m jaxemu info``: what is built and used.
+
+The demo multiplies two random matrices with every scheme on the default
+device and prints, per scheme, the error against the float64 product, the
+ratio to FP32's own error, and the time (median of repeated runs).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import jax
+import numpy as np
+
+
+def _time(f, *args, reps=5):
+    f(*args).block_until_ready()  # compile and warm up
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        f(*args).block_until_ready()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts))
+
+
+def demo(n: int, k: int, law: str, seed: int) -> None:
+    import jaxemu
+    import jaxemu.backends
+    from jaxemu import testing as T
+
+    dev = jax.devices()[0]
+    print(f"jaxemu {jaxemu.__version__} | jax {jax.__version__} | device: {dev.device_kind} ({dev.platform})")
+    print(f"C = A @ B with A: {n}x{k}, B: {k}x{n}, entries {law}; error = ||C - C64||_F / ||C64||_F\n")
+    a, b = T.operands(law, n, k, n, seed)
+    ref = T.reference(a, b)
+    da, db = jax.device_put(a), jax.device_put(b)
+    rows, e32 = [], None
+    for name in jaxemu.schemes():
+        f = jax.jit(lambda x, y, s=name: jaxemu.dot(x, y, scheme=s))
+        t = _time(f, da, db)
+        e = T.relerr(f(da, db), ref)
+        e32 = e if name == "fp32" else e32
+        s = jaxemu.get_scheme(name)
+        rows.append((name, e, t, s.num_products, jaxemu.backends.backend_for(name)))
+    print(f"{'scheme':15s} {'products':>8s} {'backend':>8s} {'rel. error':>11s} {'/ FP32':>8s} {'time ms':>9s}")
+    for name, e, t, p, be in rows:
+        print(f"{name:15s} {p:8d} {be:>8s} {e:11.3e} {e / e32:8.2f} {t * 1e3:9.3f}")
+    if dev.platform == "cpu":
+        print("\n(on a CPU the low-precision products are computed in FP32 arithmetic: times here say "
+              "nothing about tensor cores; run on a GPU, or see docs/performance.md)")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m jaxemu", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", nargs="?", default="demo", choices=["demo", "info"])
+    p.add_argument("--n", type=int, default=256, help="M = N (default 256)")
+    p.add_argument("--k", type=int, default=1024, help="K (default 1024)")
+    p.add_argument("--law", default="uniform(-1,1)", help="input law (see jaxemu.testing.LAWS)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.command == "info":
+        import jaxemu
+        print(jaxemu.info())
+        return 0
+    demo(args.n, args.k, args.law, args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Every use of JAX internals, and every difference between the JAX versions
+jaxemu supports (0.10.x, 0.11.x), lives here.
+
+Public names are used wherever JAX has them; the few internals (primitive
+dispatch, linear_util for custom_jvp/vjp rules, shard_map's rules) are
+isolated so a JAX upgrade touches this file alone.
+"""
+from __future__ import annotations
+
+import jax
+from jax.extend import core as jex_core
+
+JAX_VERSION = tuple(int(p) for p in jax.__version__.split(".")[:3] if p.isdigit())
+
+Primitive = jex_core.Primitive
+Jaxpr = jex_core.Jaxpr
+ClosedJaxpr = jex_core.ClosedJaxpr
+Literal = jex_core.Literal
+ShapedArray = jax.core.ShapedArray
+
+
+def apply_primitive(prim, *args, **params):
+    """Eager evaluation of a primitive by compiling its lowering (the standard
+    impl rule of custom primitives)."""
+    from jax._src import dispatch
+    return dispatch.apply_primitive(prim, *args, **params)
+
+
+def typeof(x):
+    """The abstract value (shape, dtype, weak_type) of an array or tracer."""
+    return jax.typeof(x)
+
+
+def is_tracer(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def eval_jaxpr(jaxpr, consts, *args):
+    """Evaluate an open Jaxpr, binding each primitive under the current trace."""
+    return jax.core.eval_jaxpr(jaxpr, consts, *args)
+
+
+def wrap_fun(fun, like):
+    """A linear_util.WrappedFun calling ``fun``, with ``like``'s debug info
+    (custom_jvp / custom_vjp rules are passed around as WrappedFuns)."""
+    from jax._src import linear_util as lu
+    return lu.wrap_init(fun, debug_info=like.debug_info)
+
+
+def is_wrapped_fun(x) -> bool:
+    from jax._src import linear_util as lu
+    return isinstance(x, lu.WrappedFun)
+
+
+def register_shard_map_rules(prim) -> None:
+    """Let shard_map's replication/varying-manual-axes check accept ``prim``
+    like any elementwise-or-dot primitive: its output varies over the union
+    of its inputs' manual axes."""
+    try:
+        from jax._src import core as _core
+        rule = getattr(_core, "standard_vma_rule", None)
+        if rule is not None and hasattr(_core, "vma_rules"):  # pragma: no cover - version dependent
+            _core.vma_rules[prim] = rule
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def source_line(eqn) -> str:
+    """'file.py:123 (function)' of the user code that created an equation, or ''."""
+    try:
+        from jax._src import source_info_util
+        return source_info_util.summarize(eqn.source_info)
+    except Exception:  # pragma: no cover - best effort, internal API
+        return ""
+
+
+def eqn_label(eqn) -> str:
+    """A short name for a path component: 'jit(f)', 'scan', 'cond', ..."""
+    name = eqn.primitive.name
+    fname = eqn.params.get("name")
+    return f"{name}({fname})" if isinstance(fname, str) else name
+
+
+def context_state(name: str, default, help: str):
+    """A JAX config state usable as a context manager (``with state(v): ...``,
+    read with ``state.value``) that is part of jit's cache key and trace
+    context, like ``jax.default_matmul_precision``: a function jitted under
+    one default scheme is retraced under another."""
+    from jax._src import config
+    return config.string_or_object_state(name, default, help, include_in_jit_key=True,
+                                         include_in_trace_context=True)

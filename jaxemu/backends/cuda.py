@@ -1,0 +1,54 @@
+"""The cuda backend: CUDA kernels registered through the XLA FFI.
+
+The compiled extension ``jaxemu._jaxemu_cuda`` (built by pip when a CUDA
+toolkit is found, see BUILD.md) exports ``registrations()``: FFI handler
+capsules by target name. They are registered for the CUDA platform at
+import, and ``jaxemu_dot`` gets a "cuda" lowering that calls them for the
+schemes they implement; everything else lowers through the xla backend.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import importlib
+import importlib.util
+
+# The extension is optional: without it, everything runs on the xla backend.
+_ext = None
+IMPORT_ERROR: Optional[str] = None
+if importlib.util.find_spec("jaxemu._jaxemu_cuda") is None:
+    IMPORT_ERROR = "jaxemu._jaxemu_cuda is not installed: no CUDA toolkit at build time (see BUILD.md)"
+else:  # pragma: no cover - depends on the build
+    try:
+        _ext = importlib.import_module("jaxemu._jaxemu_cuda")
+    except ImportError as e:
+        IMPORT_ERROR = f"jaxemu._jaxemu_cuda failed to import: {e}"
+
+
+def built() -> bool:
+    """True when the CUDA extension was compiled and imports."""
+    return _ext is not None
+
+
+def supports(scheme) -> bool:
+    """True when the CUDA kernels implement ``scheme`` on the visible GPUs."""
+    if not (built() and _registered and scheme.family in _ext.supported_families()):
+        return False
+    from . import cuda_lowering
+    return cuda_lowering.gpus_supported(_ext)
+
+
+_registered = False
+
+
+def _register() -> None:
+    """Register the FFI targets and the cuda lowering (once, at import)."""
+    global _registered
+    if _ext is None:
+        return
+    from . import cuda_lowering
+    cuda_lowering.register(_ext)
+    _registered = True
+
+
+_register()

@@ -1,0 +1,209 @@
+"""The ``jaxemu_dot`` primitive: an emulated dot_general that JAX can
+transform (jit, vmap, jvp/grad/transpose) and lower per platform.
+
+Sections, in the order of jax/_src/lax/linalg.py: bind wrapper -> shape rule
+-> batching -> differentiation -> lowerings -> registrations.
+
+Params (all hashable):
+  dimension_numbers: lax.dot_general's, normalized to tuples of ints.
+  scheme: a jaxemu Scheme.
+  out_dtype: result dtype (float32, or bfloat16/float16: computed in f32, then cast).
+  backend: "default" (the platform's best: CUDA kernels where built and
+    supported, else the xla backend) or "xla" (always plain JAX).
+Operands are float32 (the public API promotes bf16/f16 exactly).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable, Dict
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.interpreters import ad, batching, mlir
+
+from . import _compat
+from .backends import xla as xla_backend
+from .dims import canonicalize, dot_shape
+
+BACKENDS = ("default", "xla", "cuda")
+
+jaxemu_dot_p = _compat.Primitive("jaxemu_dot")
+
+
+def bind(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend):
+    """Bind the primitive (operands already validated and float32)."""
+    return jaxemu_dot_p.bind(lhs, rhs, dimension_numbers=dimension_numbers, scheme=scheme,
+                             out_dtype=np.dtype(out_dtype), backend=backend)
+
+
+# ----------------------------------------------------------------------------
+# Shape rule: exactly dot_general's (shape, sharding, varying manual axes).
+
+def _abstract_eval(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend):
+    out, _effects = lax.dot_general_p.abstract_eval(
+        lhs, rhs, dimension_numbers=dimension_numbers, precision=None,
+        preferred_element_type=np.dtype(out_dtype), out_sharding=None)
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Batching: fold the vmapped axis into a batch dimension (both operands
+# mapped) or a free dimension (one operand mapped), as lax.dot_general does.
+# Never a loop over examples.
+
+def _shift(axes, by=1):
+    return tuple(a + by for a in axes)
+
+
+def _batch_rule(args, dims, *, dimension_numbers, **params):
+    lhs, rhs = args
+    lbd, rbd = dims
+    (lc, rc), (lb, rb) = dimension_numbers
+    nb = len(lb)
+    if lbd is not None and rbd is not None:
+        lhs = jnp.moveaxis(lhs, lbd, 0)
+        rhs = jnp.moveaxis(rhs, rbd, 0)
+        dn = ((_shift(lc), _shift(rc)), ((0,) + _shift(lb), (0,) + _shift(rb)))
+        return bind(lhs, rhs, dimension_numbers=dn, **params), 0
+    if lbd is not None:
+        # The mapped axis becomes lhs's first free dim: in the output it follows
+        # the batch dims.
+        lhs = jnp.moveaxis(lhs, lbd, 0)
+        dn = ((_shift(lc), rc), (_shift(lb), rb))
+        return bind(lhs, rhs, dimension_numbers=dn, **params), nb
+    rhs = jnp.moveaxis(rhs, rbd, 0)
+    dn = ((lc, _shift(rc)), (lb, _shift(rb)))
+    n_lhs_free = lhs.ndim - len(lc) - nb
+    return bind(lhs, rhs, dimension_numbers=dn, **params), nb + n_lhs_free
+
+
+# ----------------------------------------------------------------------------
+# Differentiation: the op is bilinear. The cotangent of one operand is itself
+# a dot_general of the output cotangent with the other operand, emulated with
+# the same scheme.
+
+def _ranges(*lengths):
+    out, start = [], 0
+    for n in lengths:
+        out.append(tuple(range(start, start + n)))
+        start += n
+    return out
+
+
+def _kept(ndim, *excluded):
+    drop = set().union(*map(set, excluded))
+    return tuple(d for d in range(ndim) if d not in drop)
+
+
+def _cotangent(g, other, this_ndim, this_dims, other_dims, this_is_lhs, params):
+    """Cotangent of the operand ``this`` given g (output cotangent) and ``other``.
+
+    g's axes are (batch, lhs kept, rhs kept). Contract g's axes of other's
+    kept dims with other's kept dims, batch over batch: the result's axes are
+    (batch, this kept, other's contracting dims in increasing order), which
+    map back to this operand's (batch, kept, contracting-paired-by-other) axes.
+    """
+    this_c, this_b = this_dims
+    other_c, other_b = other_dims
+    this_kept = _kept(this_ndim, this_c, this_b)
+    other_kept = _kept(other.ndim, other_c, other_b)
+    if this_is_lhs:
+        g_batch, _, g_other = _ranges(len(this_b), len(this_kept), len(other_kept))
+    else:
+        g_batch, g_other, _ = _ranges(len(this_b), len(other_kept), len(this_kept))
+    dn = ((g_other, other_kept), (g_batch, other_b))
+    this_c_by_other = [this_c[i] for i in np.argsort(other_c)]
+    src_axes = list(this_b) + list(this_kept) + this_c_by_other
+    out = bind(g.astype(jnp.float32), other, dimension_numbers=dn, **params)
+    return jnp.transpose(out, tuple(np.argsort(src_axes)))
+
+
+def _ndim(x):
+    # The operand being transposed arrives as an undefined primal (or, in
+    # newer JAX, an accumulator); both carry an aval.
+    aval = getattr(x, "aval", None)
+    return aval.ndim if aval is not None else np.ndim(x)
+
+
+def _transpose_lhs(g, lhs, rhs, *, dimension_numbers, **params):
+    (lc, rc), (lb, rb) = dimension_numbers
+    ndim = _ndim(lhs)
+    return _cotangent(g, rhs, ndim, (lc, lb), (rc, rb), True, params)
+
+
+def _transpose_rhs(g, lhs, rhs, *, dimension_numbers, **params):
+    (lc, rc), (lb, rb) = dimension_numbers
+    ndim = _ndim(rhs)
+    return _cotangent(g, lhs, ndim, (rc, rb), (lc, lb), False, params)
+
+
+# ----------------------------------------------------------------------------
+# Lowerings. The xla backend's is the default for every platform; the CUDA
+# backend installs a "cuda" rule through register_platform_lowering.
+
+def xla_impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, platform="generic",
+             level_sum=xla_backend.xla_level_sum):
+    """The primitive in plain JAX: canonicalize, emulate, reshape. (The CUDA
+    backend reuses it with its kernels as ``level_sum``.)"""
+    ds = dot_shape(lhs.shape, rhs.shape, dimension_numbers)
+    a, b = canonicalize(lhs, rhs, ds)
+    c = xla_backend.canonical_dot(a, b, scheme, platform, level_sum)
+    return c.reshape(ds.out_shape).astype(out_dtype)
+
+
+def _xla_lowering(platform):
+    return mlir.lower_fun(functools.partial(xla_impl, platform=platform), multiple_results=False)
+
+
+_platform_lowerings: Dict[str, Callable] = {}
+
+
+def register_platform_lowering(platform: str, rule: Callable) -> None:
+    """Install a backend's lowering for one platform ("cuda"). ``rule(ctx, lhs,
+    rhs, **params)`` may return None to defer to the xla backend's lowering
+    (e.g. for backend="xla" or a scheme it does not implement)."""
+    _platform_lowerings[platform] = rule
+    xla_rule = _xla_lowering(platform)
+
+    def lowering(ctx, lhs, rhs, **params):
+        if params["backend"] != "xla":
+            out = rule(ctx, lhs, rhs, **params)
+            if out is not None:
+                return out
+        if params["backend"] == "cuda":
+            raise ValueError(f"backend='cuda' cannot run scheme {params['scheme'].name!r} on this build "
+                             "(see jaxemu.info())")
+        return xla_rule(ctx, lhs, rhs, **params)
+
+    mlir.register_lowering(jaxemu_dot_p, lowering, platform=platform)
+
+
+def _cuda_unavailable(ctx, lhs, rhs, **params):
+    if params["backend"] == "cuda":
+        raise ValueError("backend='cuda' requested, but the jaxemu CUDA extension is not built or "
+                         "registered (see jaxemu.info())")
+    return None
+
+
+def _generic_lowering(platform):
+    xla_rule = _xla_lowering(platform)
+
+    def lowering(ctx, lhs, rhs, **params):
+        if params["backend"] == "cuda":
+            raise ValueError(f"backend='cuda' cannot run on platform {platform!r}: use a CUDA GPU or backend='xla'")
+        return xla_rule(ctx, lhs, rhs, **params)
+    return lowering
+
+
+# ----------------------------------------------------------------------------
+# Registrations.
+
+jaxemu_dot_p.def_impl(functools.partial(_compat.apply_primitive, jaxemu_dot_p))
+jaxemu_dot_p.def_abstract_eval(_abstract_eval)
+batching.primitive_batchers[jaxemu_dot_p] = _batch_rule
+ad.defbilinear(jaxemu_dot_p, _transpose_lhs, _transpose_rhs)
+mlir.register_lowering(jaxemu_dot_p, _generic_lowering("generic"))
+mlir.register_lowering(jaxemu_dot_p, _generic_lowering("cpu"), platform="cpu")
+register_platform_lowering("cuda", _cuda_unavailable)

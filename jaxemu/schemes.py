@@ -1,0 +1,398 @@
+"""The catalogue of emulation schemes: *what* to compute.
+
+A scheme says how each f32 operand is split into low-precision slices, which
+slice products are computed, how they are scaled and how partial sums are
+accumulated. *How* it runs (plain JAX, CUDA kernels) is the backends' business.
+
+Schemes are frozen, hashable dataclasses, so they can be primitive parameters
+and jit cache keys. Every scheme has a string name; ``get_scheme("bf16x6")``
+returns the catalogue entry and ``scheme.replace(kc=256)`` a variant.
+
+Sources (facts and figures only; see README.md for the full references):
+  APE      -- Ma et al., "Efficiently emulating high-bitwidth computation with
+              low-bitwidth hardware", ICS 2022 (FP32-B / FP32-T / FP32-F, adapter).
+  MixPert  -- LCTES 2024 (FP32 on INT8 tensor cores, levels I-IV, per-tile
+              exponents, tuner).
+  LE-GEMM  -- bit-cut FP16 split (hi by truncation, lo = RZ((x - hi) 2^10)).
+  cube     -- SGEMM-cube, arXiv 2507.23387 (scaled FP16 residual, termwise sums).
+  Ootomo   -- Ootomo & Yokota, IJHPCA 2022 (FP16 residual scaled by 2^11).
+  XLA      -- jax.lax.DotAlgorithmPreset BF16_BF16_F32_X3/X6/X9 (Henry et al.).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar, Optional, Tuple, Union
+
+__all__ = [
+    "Scheme", "NativeFP32", "FloatSplit", "Int8Split", "Auto",
+    "get_scheme", "schemes", "SchemeLike",
+]
+
+# Significand bits (including the implicit one) of the slice formats.
+FORMAT_BITS = {"bf16": 8, "fp16": 11, "tf32": 11}
+FP32_BITS = 24
+
+
+class Scheme:
+    """Base class of all schemes. Subclasses are frozen dataclasses."""
+
+    name: str
+    family: ClassVar[str] = "?"
+
+    @property
+    def unit_roundoff(self) -> float:
+        """Largest relative error of one emulated elementwise product a*b,
+        from the slices' representation error and the dropped slice products
+        (derived from the scheme's parameters, not measured)."""
+        raise NotImplementedError
+
+    @property
+    def fp32_class(self) -> bool:
+        """Meant to match FP32: its elementwise products are within 4 units of
+        FP32's rounding (2^-22), so errors are dominated by the accumulation."""
+        return self.unit_roundoff <= 2.0 ** -22
+
+    def error_bound(self) -> Optional[float]:
+        """Bound on the relative Frobenius error against the float64 product
+        for well-scaled random data, for schemes below FP32 accuracy.
+
+        None for FP32-class schemes: their bound is relative to FP32's own
+        error on the same inputs (at most 2x), not an absolute number.
+        Otherwise 4 * unit_roundoff: product errors of relative size u
+        give a relative Frobenius error of about u on random data.
+        """
+        if self.fp32_class:
+            return None
+        return 4.0 * self.unit_roundoff
+
+    def __repr__(self) -> str:
+        # Short and stable (it shows in printed jaxprs): the name, plus the
+        # fields that differ from the catalogue entry of that name.
+        base = _CATALOGUE.get(self.name)
+        if base is None or type(base) is not type(self):
+            fields = [f.name for f in dataclasses.fields(self) if f.name != "name"]
+            diff = {f: getattr(self, f) for f in fields}
+        else:
+            diff = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                    if getattr(self, f.name) != getattr(base, f.name)}
+        inner = ", ".join(f"{k}={v!r}" for k, v in diff.items())
+        return f"{self.name}({inner})" if inner else self.name
+
+    def replace(self, **changes) -> "Scheme":
+        """A copy with some parameters changed (validated)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def num_products(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _check_kc(kc, name):
+    if kc is not None and (not isinstance(kc, int) or isinstance(kc, bool) or kc <= 0):
+        raise ValueError(f"scheme {name!r}: kc must be a positive int or None, got {kc!r}")
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class NativeFP32(Scheme):
+    """The FP32 product itself (cuBLAS SGEMM on a GPU): the baseline."""
+
+    name: str = "fp32"
+    source: str = "cuBLAS SGEMM / lax.Precision.HIGHEST"
+    family: ClassVar[str] = "native"
+
+    @property
+    def unit_roundoff(self) -> float:
+        return 2.0 ** -24
+
+    @property
+    def num_products(self) -> int:
+        return 1
+
+    def describe(self) -> str:
+        return "native FP32 (precision=HIGHEST)"
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class FloatSplit(Scheme):
+    """x = s_0 + s_1 2^-sb + s_2 2^-2sb + ... with s_i in a low-precision float format.
+
+    Attributes:
+      name: catalogue name.
+      fmt: slice format, "bf16", "fp16" or "tf32".
+      slices: number of slices per operand.
+      products: the (i, j) slice pairs whose products are summed; (0, 0) is hi*hi.
+      split: "rn" (each slice is the round-to-nearest of the remaining residual)
+        or "bitcut" (LE-GEMM: hi truncated, residual slices rounded toward zero).
+      lo_scale_bits: sb; residual slices are stored multiplied by 2^(i*sb) so that
+        they stay in the normal range of a narrow format (fp16). 0 for bf16/tf32,
+        which have the f32 exponent range.
+      scaling: "none", or "row": each row of A and column of B is multiplied by a
+        power of two (exact) so that its largest finite value sits just below the
+        top of the fp16 range (SGEMM-cube, cuMpSGEMM).
+      kc: promotion interval. Partial sums leave the tensor-core accumulator every
+        kc K-steps and are added in FP32 round-to-nearest (DESIGN.md 2.1: Hopper's
+        tensor-core accumulation is not RN). None: one accumulation over all of K.
+      termwise: accumulate products of each magnitude level (i + j) separately and
+        add the levels smallest first, hi*hi last (SGEMM-cube).
+    """
+
+    name: str
+    fmt: str
+    slices: int
+    products: Tuple[Tuple[int, int], ...]
+    split: str = "rn"
+    lo_scale_bits: int = 0
+    scaling: str = "none"
+    kc: Optional[int] = None
+    termwise: bool = True
+    source: str = ""
+    family: ClassVar[str] = "float"
+
+    def __post_init__(self):
+        if self.fmt not in FORMAT_BITS:
+            raise ValueError(f"scheme {self.name!r}: fmt must be one of {sorted(FORMAT_BITS)}, got {self.fmt!r}")
+        if not isinstance(self.slices, int) or not 1 <= self.slices <= 4:
+            raise ValueError(f"scheme {self.name!r}: slices must be an int in 1..4, got {self.slices!r}")
+        prods = tuple(tuple(p) for p in self.products)
+        if not prods or (0, 0) not in prods:
+            raise ValueError(f"scheme {self.name!r}: products must contain (0, 0), got {self.products!r}")
+        for i, j in prods:
+            if not (0 <= i < self.slices and 0 <= j < self.slices):
+                raise ValueError(f"scheme {self.name!r}: product {(i, j)} names a slice beyond slices={self.slices}")
+        if len(set(prods)) != len(prods):
+            raise ValueError(f"scheme {self.name!r}: repeated products in {self.products!r}")
+        object.__setattr__(self, "products", prods)
+        if self.split not in ("rn", "bitcut"):
+            raise ValueError(f"scheme {self.name!r}: split must be 'rn' or 'bitcut', got {self.split!r}")
+        if self.split == "bitcut" and self.fmt != "fp16":
+            raise ValueError(f"scheme {self.name!r}: split='bitcut' is defined for fmt='fp16' only")
+        if not isinstance(self.lo_scale_bits, int) or not 0 <= self.lo_scale_bits <= 14:
+            raise ValueError(f"scheme {self.name!r}: lo_scale_bits must be an int in 0..14, got {self.lo_scale_bits!r}")
+        if self.scaling not in ("none", "row"):
+            raise ValueError(f"scheme {self.name!r}: scaling must be 'none' or 'row', got {self.scaling!r}")
+        if self.fmt == "fp16" and self.scaling != "row":
+            # fp16's range (6e-8 .. 65504) cannot hold f32 data without scaling:
+            # without it, |x| > 65504 would silently become Inf.
+            raise ValueError(f"scheme {self.name!r}: fp16 slices need scaling='row'")
+        _check_kc(self.kc, self.name)
+
+    @property
+    def levels(self) -> Tuple[Tuple[int, Tuple[Tuple[int, int], ...]], ...]:
+        """Products grouped by magnitude level i + j, smallest terms (highest level) first."""
+        by = {}
+        for i, j in self.products:
+            by.setdefault(i + j, []).append((i, j))
+        return tuple((lvl, tuple(by[lvl])) for lvl in sorted(by, reverse=True))
+
+    @property
+    def num_products(self) -> int:
+        return len(self.products)
+
+    @property
+    def unit_roundoff(self) -> float:
+        # Each slice holds p significand bits; a round-to-nearest split leaves a
+        # residual below 2^-(p+1) of the value, a truncating (bit-cut) one below
+        # 2^-(p-1). Level L products are then ~2^(-L*q) of hi*hi.
+        p = FORMAT_BITS[self.fmt]
+        q = p + 1 if self.split == "rn" else p - 1
+        repr_err = 2.0 ** (-q * self.slices)
+        if q * self.slices >= FP32_BITS + 2:
+            repr_err = 0.0  # the slices hold all 24 bits of an f32 exactly
+        dropped = sum(2.0 ** (-q * (i + j)) for i in range(self.slices)
+                      for j in range(self.slices) if (i, j) not in self.products)
+        return max(2.0 ** -24, 2 * repr_err + dropped)
+
+    def describe(self) -> str:
+        p = " + ".join(f"{i}{j}" for i, j in self.products)
+        return f"{self.slices} x {self.fmt} ({self.split}), products {p}, kc={self.kc}"
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Int8Split(Scheme):
+    """MixPert: fixed-point int8 slices under a shared exponent per tile.
+
+    Each row of A (and column of B) is cut into K-tiles of ``ktile`` elements;
+    each tile shares the exponent of its largest finite value, and the aligned
+    mantissas are cut into int8 slices of 6, 7, 7 significant bits (the leading
+    one stored explicitly). Slice products accumulate exactly in int32 per tile,
+    are converted to FP32 and scaled by 2^(e_A + e_B).
+
+    Level (l, r): A keeps l + 1 slices, B keeps r + 1; products (i, j) with
+    i <= l, j <= r and i + j <= max(l, r) (levels I-IV: (1,1), (1,2), (2,1), (2,2)).
+
+    Tiles that the fixed-point format cannot represent well -- a spread of
+    nonzero exponents wider than ``max_spread`` binades -- fall back to the
+    ``fallback`` float scheme (MixPert's fallback; the bound here is ours,
+    chosen by measurement); ``jaxemu.int8_fallback_stats`` reports how many.
+    NaN/Inf follow FP32 semantics like every scheme (see backends/xla.py).
+    """
+
+    name: str
+    level: Tuple[int, int]
+    ktile: int = 32
+    # A tile whose nonzero exponents span more than max_spread binades falls
+    # back. 16, measured (report.py, K=1024): on uniform and normal data only
+    # ~0.1% of tile pairs fall back and the error is what it is with no
+    # fallback at all; on wide-exponent data (u 2^U[-16,16)) every tile falls
+    # back, giving bf16x6's error instead of 15x FP32's.
+    max_spread: int = 16
+    fallback: str = "bf16x6"
+    source: str = "MixPert (LCTES 2024)"
+    family: ClassVar[str] = "int8"
+
+    SLICE_BITS: ClassVar[Tuple[int, ...]] = (6, 7, 7)
+
+    def __post_init__(self):
+        lv = tuple(self.level)
+        if lv not in ((1, 1), (1, 2), (2, 1), (2, 2)):
+            raise ValueError(f"scheme {self.name!r}: level must be one of (1,1), (1,2), (2,1), (2,2), got {self.level!r}")
+        object.__setattr__(self, "level", lv)
+        if not isinstance(self.ktile, int) or isinstance(self.ktile, bool) or not 1 <= self.ktile <= 65536:
+            raise ValueError(f"scheme {self.name!r}: ktile must be an int in 1..65536, got {self.ktile!r}")
+        if not isinstance(self.max_spread, int) or not 0 <= self.max_spread <= 40:
+            raise ValueError(f"scheme {self.name!r}: max_spread must be an int in 0..40, got {self.max_spread!r}")
+        if self.fallback not in ("bf16x6", "bf16x9", "fp32"):
+            raise ValueError(f"scheme {self.name!r}: fallback must be 'bf16x6', 'bf16x9' or 'fp32', got {self.fallback!r}")
+
+    @property
+    def a_slices(self) -> int:
+        return self.level[0] + 1
+
+    @property
+    def b_slices(self) -> int:
+        return self.level[1] + 1
+
+    @property
+    def products(self) -> Tuple[Tuple[int, int], ...]:
+        l, r = self.level
+        top = max(l, r)
+        return tuple((i, j) for i in range(l + 1) for j in range(r + 1) if i + j <= top)
+
+    @property
+    def levels(self):
+        by = {}
+        for i, j in self.products:
+            by.setdefault(i + j, []).append((i, j))
+        return tuple((lvl, tuple(by[lvl])) for lvl in sorted(by, reverse=True))
+
+    @property
+    def num_products(self) -> int:
+        return len(self.products)
+
+    @property
+    def unit_roundoff(self) -> float:
+        # Fixed point relative to the tile maximum: after slice n the residual is
+        # below 2^-(w_n + 1) of it (w = 6, 13, 20; round-to-nearest slicing).
+        # A typical element is half its tile maximum: one more bit.
+        w = [sum(self.SLICE_BITS[: n + 1]) for n in range(3)]
+        ra = 2.0 ** -(w[self.a_slices - 1] + 1)
+        rb = 2.0 ** -(w[self.b_slices - 1] + 1)
+        dropped = sum(2.0 ** -(w[i] - 6 + w[j] - 6 + 2) for i in range(self.a_slices)
+                      for j in range(self.b_slices) if (i, j) not in self.products)
+        return 2.0 * (ra + rb + dropped)
+
+    def describe(self) -> str:
+        return (f"int8 level {self.level}: {self.a_slices}x{self.b_slices} slices, "
+                f"{self.num_products} products, tile 1x{self.ktile}, fallback {self.fallback}")
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Auto(Scheme):
+    """APE's adapter: per output block, the fastest scheme its input blocks allow
+    (fp16x3 where they fit fp16's range after scaling, else bf16x6, else FP32),
+    and native FP32 where emulation does not pay (small or skinny products)."""
+
+    name: str = "auto"
+    block: int = 128
+    min_flops: float = 2.0 * 512 ** 3
+    fast: str = "fp16x3"
+    safe: str = "bf16x6"
+    source: str = "APE adapter (ICS 2022)"
+    family: ClassVar[str] = "auto"
+
+    def __post_init__(self):
+        if not isinstance(self.block, int) or self.block <= 0:
+            raise ValueError(f"scheme {self.name!r}: block must be a positive int, got {self.block!r}")
+
+    @property
+    def unit_roundoff(self) -> float:
+        return 2.0 ** -24
+
+    @property
+    def num_products(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return f"auto: {self.fast} where safe per {self.block}-block, else {self.safe}, else fp32"
+
+
+# --------------------------------------------------------------------------
+# The catalogue.
+#
+# Promotion interval defaults (DESIGN.md 2.1, measured on an H200 at K=8192,
+# uniform(-1,1)): bf16x6 with kc=256 gave 2.0e-7, kc=1024 gave 8.5e-7, against
+# SGEMM's 9.4e-7. kc=512 sits between, safely under SGEMM, with half the
+# promotions of kc=256.
+_KC = 512
+
+_X6 = ((0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (2, 0))
+_X3 = ((0, 0), (0, 1), (1, 0))
+_X9 = tuple((i, j) for i in range(3) for j in range(3))
+
+_CATALOGUE = {}
+
+
+def _add(s: Scheme) -> None:
+    _CATALOGUE[s.name] = s
+
+
+_add(NativeFP32())
+_add(FloatSplit("tf32", "tf32", 1, ((0, 0),), source="native TF32 tensor cores"))
+_add(FloatSplit("bf16", "bf16", 1, ((0, 0),), source="native BF16 tensor cores"))
+_add(FloatSplit("fp16", "fp16", 1, ((0, 0),), scaling="row",
+                source="native FP16 tensor cores (with exact power-of-two row scaling)"))
+_add(FloatSplit("bf16x3", "bf16", 2, _X3, kc=_KC, source="Henry et al. 2019; XLA BF16_BF16_F32_X3"))
+_add(FloatSplit("bf16x6", "bf16", 3, _X6, kc=_KC, source="APE FP32-B; XLA BF16_BF16_F32_X6"))
+_add(FloatSplit("bf16x9", "bf16", 3, _X9, kc=_KC, source="cuBLAS BF16x9; XLA BF16_BF16_F32_X9"))
+_add(FloatSplit("tf32x3", "tf32", 2, _X3, kc=_KC, source="APE FP32-T; CUTLASS 3xTF32"))
+# SGEMM-cube / Ootomo: lo = fp16((x - hi) 2^sb); sb = 12 (cube's default).
+_add(FloatSplit("fp16x3", "fp16", 2, _X3, lo_scale_bits=12, scaling="row", kc=_KC,
+                source="APE FP32-F; Ootomo & Yokota 2022; SGEMM-cube"))
+# LE-GEMM: hi by bit-cut (truncation), lo = RZ((x - hi) 2^10).
+_add(FloatSplit("fp16x3_bitcut", "fp16", 2, _X3, split="bitcut", lo_scale_bits=10,
+                scaling="row", kc=_KC, source="LE-GEMM"))
+for _lvl, _name in (((1, 1), "int8_l1"), ((1, 2), "int8_l2"), ((2, 1), "int8_l3"), ((2, 2), "int8_l4")):
+    _add(Int8Split(_name, _lvl))
+_add(Auto())
+
+SchemeLike = Union[str, Scheme]
+
+# Friendly aliases: MixPert's roman numerals.
+_ALIASES = {"int8_i": "int8_l1", "int8_ii": "int8_l2", "int8_iii": "int8_l3", "int8_iv": "int8_l4"}
+
+
+def schemes() -> Tuple[str, ...]:
+    """The names of all catalogue schemes."""
+    return tuple(_CATALOGUE)
+
+
+def get_scheme(scheme: SchemeLike) -> Scheme:
+    """Resolve a scheme name (or pass a Scheme through).
+
+    Raises:
+      ValueError: unknown name, listing the known ones.
+      TypeError: neither a string nor a Scheme.
+    """
+    if isinstance(scheme, Scheme):
+        return scheme
+    if isinstance(scheme, str):
+        key = scheme.strip().lower().replace("-", "_")
+        key = _ALIASES.get(key, key)
+        if key in _CATALOGUE:
+            return _CATALOGUE[key]
+        raise ValueError(f"unknown scheme {scheme!r}; known schemes: {', '.join(_CATALOGUE)}")
+    raise TypeError(f"scheme must be a string or a jaxemu Scheme, got {type(scheme).__name__}: {scheme!r}")
+

@@ -1,0 +1,66 @@
+"""Input laws and error measures shared by the tests, the accuracy report and
+the benchmark (DESIGN.md 6: fresh random data, float64 reference)."""
+from __future__ import annotations
+
+from typing import Tuple
+
+import numpy as np
+
+LAWS = ("uniform(-1,1)", "uniform(0,1)", "normal(0,1)", "wide-exp")
+
+
+def sample(law: str, shape, rng: np.random.Generator) -> np.ndarray:
+    """float32 samples of one input law.
+
+    wide-exp is u * 2^U[-16, 16) with u uniform(-1, 1): 32 binades of exponents.
+    """
+    if law == "uniform(-1,1)":
+        x = rng.uniform(-1.0, 1.0, shape)
+    elif law == "uniform(0,1)":
+        x = rng.uniform(0.0, 1.0, shape)
+    elif law == "normal(0,1)":
+        x = rng.standard_normal(shape)
+    elif law == "wide-exp":
+        x = rng.uniform(-1.0, 1.0, shape) * np.exp2(rng.integers(-16, 16, shape))
+    else:
+        raise ValueError(f"unknown input law {law!r}; known: {LAWS}")
+    return np.asarray(x, dtype=np.float32)
+
+
+def operands(law: str, m: int, k: int, n: int, seed: int, batch: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    pre = (batch,) if batch else ()
+    return sample(law, pre + (m, k), rng), sample(law, pre + (k, n), rng)
+
+
+def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The float64 product of the float32 inputs."""
+    return np.matmul(a.astype(np.float64), b.astype(np.float64))
+
+
+def relerr(c, ref) -> float:
+    """Relative Frobenius error ||C - C64||_F / ||C64||_F."""
+    c = np.asarray(c, np.float64)
+    return float(np.linalg.norm(c - ref) / np.linalg.norm(ref))
+
+
+def componentwise_err(c, a, b, ref) -> float:
+    """Largest |C - C64| / (|A||B|) entry."""
+    denom = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    err = np.abs(np.asarray(c, np.float64) - ref)
+    mask = denom > 0
+    return float(np.max(err[mask] / denom[mask])) if mask.any() else 0.0
+
+
+def dot_general_reference(lhs: np.ndarray, rhs: np.ndarray, dimension_numbers) -> np.ndarray:
+    """lax.dot_general in numpy through einsum (independent of jaxemu.dims),
+    in the dtype given (float64 for references)."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    lsub = [next(letters) for _ in range(lhs.ndim)]
+    rsub = [next(letters) for _ in range(rhs.ndim)]
+    for a, b in list(zip(lc, rc)) + list(zip(lb, rb)):
+        rsub[b] = lsub[a]
+    out = ([lsub[d] for d in lb] + [lsub[d] for d in range(lhs.ndim) if d not in lc and d not in lb]
+           + [rsub[d] for d in range(rhs.ndim) if d not in rc and d not in rb])
+    return np.einsum(f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}", lhs, rhs)

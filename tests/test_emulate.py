@@ -1,0 +1,312 @@
+"""emulate(f): every float32 dot_general in f becomes jaxemu_dot, inside every
+control-flow construct; nothing else changes; results within the scheme's
+bound of float64; composes with jit, grad, vmap; no retracing."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxemu
+from jaxemu import _compat
+
+
+@pytest.fixture(autouse=True)
+def leak_check():
+    with jax.checking_leaks():
+        yield
+
+
+def count_prims(closed):
+    """Primitive-name counts over a jaxpr and all its sub-jaxprs."""
+    counts = {}
+
+    def walk(j):
+        for e in j.eqns:
+            counts[e.primitive.name] = counts.get(e.primitive.name, 0) + 1
+            for v in e.params.values():
+                for x in (v if isinstance(v, (tuple, list)) else [v]):
+                    if isinstance(x, _compat.ClosedJaxpr):
+                        walk(x.jaxpr)
+                    elif isinstance(x, _compat.Jaxpr):
+                        walk(x)
+    walk(closed.jaxpr)
+    return counts
+
+
+def f64_reference(f, *args):
+    with jax.enable_x64(True):
+        out = f(*jax.tree_util.tree_map(lambda x: jnp.asarray(np.asarray(x, np.float64)), args))
+        return jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), out)
+
+
+def assert_close_f64(out, ref, rel=2e-6):
+    for o, r in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(ref)):
+        o = np.asarray(o, np.float64)
+        err = np.linalg.norm(o - r) / max(np.linalg.norm(r), 1e-30)
+        assert err <= rel, err
+
+
+# ---------------------------------------------------------------------------
+# Every construct, at the jaxpr level.
+
+W = np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32) / 3
+
+
+def everything(x, w, with_while=True):
+    y = x @ w                                                        # top level
+    y = jax.jit(lambda a: jnp.dot(a, w))(y)                          # jit
+    y = jax.lax.cond(y.sum() > 0, lambda a: a @ w, lambda a: a - 1, y)   # cond
+    y = jax.lax.switch(1, [lambda a: a, lambda a: jnp.einsum("ij,jk->ik", a, w)], y)  # switch
+    y = jax.lax.fori_loop(0, 2, lambda i, a: jnp.tanh(a @ w), y)     # fori (scan)
+    if with_while:  # (not reverse-differentiable)
+        y = jax.lax.while_loop(lambda c: c[1] < 2, lambda c: (jnp.matmul(c[0], w), c[1] + 1), (y, 0))[0]
+    y, _ = jax.lax.scan(lambda c, _: (jnp.tensordot(c, w, axes=1), None), y, None, length=2)  # scan
+    y = jax.checkpoint(lambda a: jax.lax.dot_general(a, w, (((1,), (0,)), ((), ()))))(y)  # remat
+    y = relu_dot(y, w) + vjp_dot(y, w)                               # custom_jvp, custom_vjp
+    return y
+
+
+@jax.custom_jvp
+def relu_dot(a, w):
+    return jax.nn.relu(a @ w)
+
+
+@relu_dot.defjvp
+def _relu_dot_jvp(p, t):
+    a, w = p
+    ta, tw = t
+    z = a @ w
+    return jax.nn.relu(z), (z > 0) * (ta @ w + a @ tw)
+
+
+@jax.custom_vjp
+def vjp_dot(a, w):
+    return a @ w
+
+
+vjp_dot.defvjp(lambda a, w: (a @ w, (a, w)), lambda r, g: (g @ r[1].T, r[0].T @ g))
+
+
+def test_every_construct_is_rewritten():
+    x = np.ones((4, 8), np.float32)
+    before = count_prims(jax.make_jaxpr(everything)(x, W))
+    after = count_prims(jax.make_jaxpr(jaxemu.emulate(everything))(x, W))
+    assert before.get("dot_general", 0) >= 10
+    assert after.get("dot_general", 0) == 0
+    assert after["jaxemu_dot"] == before["dot_general"]
+    for k in before:  # every other primitive untouched
+        if k != "dot_general":
+            assert after.get(k) == before[k], k
+
+
+def test_every_construct_numerically_and_gradients():
+    x = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
+    em = jax.jit(jaxemu.emulate(everything, scheme="bf16x6"))
+    assert_close_f64(em(x, W), f64_reference(everything, x, W), rel=2e-5)
+    loss = lambda x, w: jnp.sum(everything(x, w, with_while=False) ** 2)
+    g = jax.jit(jax.grad(jaxemu.emulate(loss), (0, 1)))(x, W)
+    assert_close_f64(g, f64_reference(jax.grad(loss, (0, 1)), x, W), rel=2e-5)
+
+
+def test_backward_products_are_emulated_both_ways():
+    x = np.ones((4, 8), np.float32)
+    loss = lambda x, w: jnp.sum(everything(x, w, with_while=False) ** 2)
+    for f in (jax.grad(jaxemu.emulate(loss), (0, 1)), jaxemu.emulate(jax.grad(loss, (0, 1)))):
+        c = count_prims(jax.make_jaxpr(f)(x, W))
+        assert c.get("dot_general", 0) == 0 and c["jaxemu_dot"] > 20
+
+
+def test_shard_map_body_is_rewritten():
+    mesh = jax.make_mesh((1,), ("x",))
+    P = jax.sharding.PartitionSpec
+    f = jax.jit(jax.shard_map(lambda a, b: a @ b, mesh=mesh, in_specs=(P(), P()), out_specs=P()))
+    a, b = np.ones((4, 8), np.float32), W
+    c = count_prims(jax.make_jaxpr(jaxemu.emulate(f))(a, b))
+    assert c.get("jaxemu_dot") == 1 and c.get("dot_general", 0) == 0
+    np.testing.assert_allclose(np.asarray(jaxemu.emulate(f)(a, b)), a @ b, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# Numeric programs against float64.
+
+def mlp(params, x):
+    for w, b in params[:-1]:
+        x = jax.nn.gelu(x @ w + b)
+    w, b = params[-1]
+    return x @ w + b
+
+
+def test_mlp_forward_and_backward(rng):
+    sizes = [16, 32, 32, 4]
+    params = [(rng.standard_normal((m, n)).astype(np.float32) / np.sqrt(m), np.zeros(n, np.float32))
+              for m, n in zip(sizes[:-1], sizes[1:])]
+    x = rng.standard_normal((10, 16)).astype(np.float32)
+    y = rng.standard_normal((10, 4)).astype(np.float32)
+    loss = lambda p, x, y: jnp.mean((mlp(p, x) - y) ** 2)
+    for name in ("bf16x6", "fp16x3", "int8_l4"):
+        em = jax.jit(jax.value_and_grad(jaxemu.emulate(loss, scheme=name)))
+        out = em(params, x, y)
+        ref = f64_reference(jax.value_and_grad(loss), params, x, y)
+        assert_close_f64(out, ref, rel=3e-5 if name == "int8_l4" else 5e-6)
+
+
+def test_scan_rnn(rng):
+    wx = rng.standard_normal((6, 12)).astype(np.float32) / 3
+    wh = rng.standard_normal((12, 12)).astype(np.float32) / 4
+    xs = rng.standard_normal((20, 3, 6)).astype(np.float32)
+
+    def rnn(wx, wh, xs):
+        h, hs = jax.lax.scan(lambda h, x: (jnp.tanh(x @ wx + h @ wh),) * 2, jnp.zeros((3, 12)), xs)
+        return jnp.sum(hs ** 2)
+
+    out = jax.jit(jax.value_and_grad(jaxemu.emulate(rnn), (0, 1)))(wx, wh, xs)
+    assert_close_f64(out, f64_reference(jax.value_and_grad(rnn, (0, 1)), wx, wh, xs), rel=1e-5)
+
+
+def test_while_loop_power_iteration(rng):
+    q, _ = np.linalg.qr(rng.standard_normal((32, 32)))
+    a = (q @ np.diag(np.linspace(1, 10, 32)) @ q.T).astype(np.float32)
+
+    def power(a):
+        def body(c):
+            v, i = c
+            v = a @ v
+            return v / jnp.linalg.norm(v), i + 1
+        v, _ = jax.lax.while_loop(lambda c: c[1] < 300, body, (jnp.ones(32) / np.sqrt(32), 0))
+        return v @ a @ v
+
+    lam = float(jax.jit(jaxemu.emulate(power))(a))
+    assert abs(lam - 10.0) <= 1e-5 * 10
+
+
+def test_cond_and_custom_vjp(rng):
+    a = rng.standard_normal((5, 8)).astype(np.float32)
+    f = lambda a, w: jnp.sum(jax.lax.cond(a[0, 0] > 0, lambda: vjp_dot(a, w), lambda: relu_dot(a, w)))
+    out = jax.jit(jax.value_and_grad(jaxemu.emulate(f), (0, 1)))(a, W)
+    assert_close_f64(out, f64_reference(jax.value_and_grad(f, (0, 1)), a, W), rel=5e-6)
+
+
+def test_attention_from_jax_nn(rng):
+    q = rng.standard_normal((2, 7, 4, 16)).astype(np.float32)
+    f = lambda q: jax.nn.dot_product_attention(q, q, q, implementation="xla")
+    c = count_prims(jax.make_jaxpr(jaxemu.emulate(f))(q))
+    assert c.get("jaxemu_dot", 0) == 2 and c.get("dot_general", 0) == 0
+    assert_close_f64(jax.jit(jaxemu.emulate(f))(q), f64_reference(f, q), rel=5e-6)
+
+
+# ---------------------------------------------------------------------------
+# What is left alone.
+
+NO_DOT = [
+    lambda x: jnp.sin(x) * 2 + 1,
+    lambda x: jnp.cumsum(jnp.sort(x, axis=1), axis=0),
+    lambda x: jax.lax.fori_loop(0, 3, lambda i, c: c * 1.5 - i, x),
+    lambda x: jax.lax.cond(x.sum() > 0, jnp.exp, jnp.cos, x),
+    lambda x: jax.nn.softmax(x) + jax.random.normal(jax.random.PRNGKey(0), x.shape),
+    lambda x: jnp.linalg.norm(x) + jnp.max(x),
+    lambda x: (x.astype(jnp.bfloat16) @ x.T.astype(jnp.bfloat16)).astype(jnp.float32),  # not f32 x f32
+    lambda x: jnp.dot(x, x.T, precision="highest"),  # pinned by the caller
+    lambda x: jax.lax.scan(lambda c, r: (c + r, c * r), jnp.zeros(x.shape[1]), x),
+]
+
+
+@pytest.mark.parametrize("i", range(len(NO_DOT)))
+def test_changes_nothing_without_f32_dots(i, rng):
+    f = NO_DOT[i]
+    x = rng.standard_normal((6, 6)).astype(np.float32)
+    em = jaxemu.emulate(f)
+    for a, b in zip(jax.tree_util.tree_leaves(jax.jit(f)(x)), jax.tree_util.tree_leaves(jax.jit(em)(x))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert str(jax.make_jaxpr(f)(x)) == str(jax.make_jaxpr(em)(x))
+
+
+def test_pinned_precision_can_be_emulated_on_request():
+    x = np.ones((3, 3), np.float32)
+    f = lambda x: jnp.dot(x, x, precision="highest")
+    assert count_prims(jax.make_jaxpr(jaxemu.emulate(f, emulate_pinned=True))(x)).get("jaxemu_dot") == 1
+
+
+# ---------------------------------------------------------------------------
+# Composition, caching, signatures, per-dot control, explain.
+
+def test_jit_of_emulate_and_emulate_of_jit_agree(rng):
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    f = lambda x, w: jnp.tanh(x @ w) @ w.T
+    r1 = jax.jit(jaxemu.emulate(f))(x, W)
+    r2 = jaxemu.emulate(jax.jit(f))(x, W)
+    np.testing.assert_array_equal(np.asarray(r1), np.asarray(r2))
+
+
+def test_vmap_composes(rng):
+    xs = rng.standard_normal((5, 4, 8)).astype(np.float32)
+    f = lambda x: jnp.sum((x @ W) ** 2)
+    out = jax.vmap(jaxemu.emulate(f))(xs)
+    assert out.shape == (5,)
+    assert_close_f64(out, f64_reference(jax.vmap(f), xs), rel=5e-6)
+    jaxpr = jax.make_jaxpr(jax.vmap(jaxemu.emulate(f)))(xs)
+    assert count_prims(jaxpr).get("jaxemu_dot") == 1
+
+
+def test_pytrees_kwargs_static_args_and_no_retrace(rng):
+    traces = []
+
+    def f(params, x, *, act="tanh"):
+        traces.append(1)
+        y = x @ params["w"]
+        return {"y": getattr(jnp, act)(y), "n": jnp.sum(y)}
+
+    em = jaxemu.emulate(f)
+    p = {"w": W}
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    out = em(p, x, act="sin")
+    assert set(out) == {"y", "n"}
+    em(p, x + 1, act="sin")
+    em(p, x * 2, act="sin")
+    assert len(traces) == 1  # same shapes, same static args: traced once
+    em(p, x, act="tanh")
+    assert len(traces) == 2  # a new static argument retraces
+    em(p, np.ones((2, 8), np.float32), act="tanh")
+    assert len(traces) == 3  # a new shape retraces
+    jf = jax.jit(jaxemu.emulate(lambda x, n: x @ W * n), static_argnums=1)
+    np.testing.assert_allclose(np.asarray(jf(x, 3)), 3 * (x @ W), rtol=1e-5, atol=1e-5)
+
+
+def test_per_dot_mapping_callable_and_explain(rng):
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    f = lambda x: jnp.tanh(x @ W) @ W.T
+    ex = jaxemu.explain(f, x)
+    assert [d.info.index for d in ex] == [0, 1]
+    assert all(d.scheme.name == "bf16x6" for d in ex)
+    assert "bf16x6" in str(ex) and "float32[4, 8]" in str(ex)
+    ex2 = jaxemu.explain(f, x, per_dot={0: "fp16x3", 1: None})
+    assert ex2[0].scheme.name == "fp16x3" and ex2[1].scheme is None
+    c = count_prims(jax.make_jaxpr(jaxemu.emulate(f, per_dot={1: None}))(x))
+    assert c == {**c, "jaxemu_dot": 1, "dot_general": 1}
+    pick = lambda info: "bf16" if info.lhs == (4, 8) and info.index == 0 else "bf16x9"
+    ex3 = jaxemu.explain(f, x, per_dot=pick)
+    assert [d.scheme.name for d in ex3] == ["bf16", "bf16x9"]
+
+
+def test_default_scheme_context_applies_to_emulate(rng):
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    em = jaxemu.emulate(lambda x: x @ W)
+    with jaxemu.default_scheme("fp16x3"):
+        j = str(jax.make_jaxpr(em)(x))
+    assert "scheme=fp16x3" in j
+    assert "scheme=bf16x6" in str(jax.make_jaxpr(em)(x))
+    # jit's cache knows the default scheme: no stale trace.
+    jf = jax.jit(lambda x: jaxemu.dot(x, W))
+    with jaxemu.default_scheme("bf16"):
+        lo = np.asarray(jf(x))
+    hi = np.asarray(jf(x))
+    assert not np.array_equal(lo, hi)
+
+
+def test_explain_reports_skipped_dots():
+    x = np.ones((3, 3), np.float32)
+    f = lambda x: (jnp.dot(x, x, precision="highest"), x.astype(jnp.bfloat16) @ x.astype(jnp.bfloat16))
+    ex = jaxemu.explain(f, x)
+    assert ex[0].scheme is None and "pinned" in ex[0].reason
+    assert ex[1].scheme is None and "bfloat16" in ex[1].reason

@@ -1,0 +1,93 @@
+"""FP32 special-value semantics: NaN and Inf exactly where the FP32 product has
+them; zeros, subnormals, FLT_MAX and values beyond fp16's range handled."""
+import jax
+import numpy as np
+import pytest
+
+import jaxemu
+
+SCHEMES = [n for n in jaxemu.schemes() if n != "auto"]
+FLT_MAX = np.finfo(np.float32).max
+INF, NAN = np.float32(np.inf), np.float32(np.nan)
+
+
+def planted(rng, m=12, k=40, n=9):
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    a[0, 3] = INF        # row 0: Inf meets b[3, :]
+    b[3, 0] = 0.0        # ... Inf * 0 = NaN at C[0, 0]
+    a[1, 5] = -INF
+    a[1, 6] = INF        # row 1: +Inf and -Inf terms: NaN unless partners vanish
+    b[5, 2] = 0.0
+    a[2, 7] = NAN        # row 2: NaN everywhere
+    a[3, :] = 0.0
+    a[3, ::2] = -0.0     # row 3: signed zeros
+    b[:, 1] = 0.0        # column 1: zeros (Inf * 0 = NaN in rows 0, 1)
+    a[4, 2] = 1e-40      # subnormal
+    b[8, 3] = 3e-39      # subnormal
+    a[5, 1] = FLT_MAX    # huge but finite products
+    b[1, 5] = 0.25
+    a[6, :] *= 1e6       # beyond fp16's range
+    a[6, 9] = 1e-30      # ... with a tiny value in the same row,
+    b[9, 6] = INF        # ... meeting an Inf: FP32 gives +-Inf, not NaN
+    b[:, 7] *= 1e-9
+    b[20, 8] = -INF      # column 8: -Inf
+    return a, b
+
+
+def ieee_reference(a, b):
+    """Float64 sum of the exact terms: IEEE NaN/Inf rules, no overflow here."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.einsum("ik,kj->ij", a.astype(np.float64), b.astype(np.float64))
+
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_nan_inf_pattern_matches_fp32(name, rng):
+    a, b = planted(rng)
+    ref = ieee_reference(a, b)
+    c = np.asarray(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=name))(a, b), np.float64)
+    np.testing.assert_array_equal(np.isnan(c), np.isnan(ref))
+    np.testing.assert_array_equal(np.isposinf(c), np.isposinf(ref))
+    np.testing.assert_array_equal(np.isneginf(c), np.isneginf(ref))
+    assert np.isnan(ref[0, 0]) and np.isinf(ref[6, 6])  # the planted cases are there
+    # Finite entries: within the scheme's elementwise accuracy.
+    fin = np.isfinite(ref)
+    s = jaxemu.get_scheme(name)
+    u = max(s.unit_roundoff, 2.0**-24)
+    with np.errstate(invalid="ignore"):
+        absab = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    bound = (a.shape[1] + 2) * u * absab[fin] + 2.0**-126
+    assert np.all(np.abs(c[fin] - ref[fin]) <= bound)
+
+
+@pytest.mark.parametrize("name", SCHEMES)
+def test_zeros_and_signed_zeros(name):
+    a = np.zeros((4, 8), np.float32)
+    a[0, ::2] = -0.0
+    b = np.ones((8, 3), np.float32)
+    c = np.asarray(jaxemu.dot(a, b, scheme=name))
+    assert np.all(c == 0) and np.all(np.isfinite(c))
+
+
+@pytest.mark.parametrize("name", ["bf16x6", "fp16x3", "int8_l4", "tf32x3"])
+def test_overflow_to_inf_like_fp32(name):
+    a = np.full((2, 4), FLT_MAX, np.float32)
+    a[1] = -FLT_MAX
+    b = np.full((4, 2), 0.75, np.float32)
+    c = np.asarray(jaxemu.dot(a, b, scheme=name))  # 3 * FLT_MAX: overflows in FP32
+    assert np.all(np.isposinf(c[0])) and np.all(np.isneginf(c[1]))
+
+
+@pytest.mark.parametrize("name", ["bf16x6", "fp16x3", "int8_l4", "fp16x3_bitcut"])
+def test_tiny_and_huge_rows_keep_relative_accuracy(name, rng):
+    # Rows and columns at wildly different scales (results stay normal: XLA's
+    # CPU flushes subnormal arithmetic, unlike GPUs).
+    a = rng.uniform(-1, 1, (6, 64)).astype(np.float32)
+    b = rng.uniform(-1, 1, (64, 5)).astype(np.float32)
+    a *= np.exp2([[-90], [-60], [0], [40], [80], [110]]).astype(np.float32)
+    b *= np.exp2([[-5, 0, 1, -1, 0]]).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    c = np.asarray(jaxemu.dot(a, b, scheme=name), np.float64)
+    s = jaxemu.get_scheme(name)
+    rel = np.abs(c - ref) / (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    assert rel.max() <= 66 * max(s.unit_roundoff, 2.0**-24)
