@@ -8,11 +8,14 @@ See README.md for the scheme catalogue and ``jaxemu.schemes()`` for names.
 from .schemes import Scheme, NativeFP32, FloatSplit, Int8Split, Auto, get_scheme, schemes
 from .api import dot, dot_general, matmul, default_scheme, default_backend, current_scheme, int8_fallback_stats
 from .primitive import jaxemu_dot_p
+from .backends import cuda as _cuda
 from .emulate import emulate, explain, DotInfo, DotDecision
 from .info import info
 from .auto import auto_report
 
 __version__ = "0.1.0"
+
+_cuda.register()  # the CUDA kernels' FFI targets and lowering, when the extension is built
 
 __all__ = [
     "Scheme", "NativeFP32", "FloatSplit", "Int8Split", "Auto", "get_scheme", "schemes",

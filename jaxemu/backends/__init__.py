@@ -6,14 +6,13 @@
 """
 from __future__ import annotations
 
-from . import cuda
-
 
 def backend_for(scheme, platform: str | None = None) -> str:
     """The backend that runs ``scheme`` on ``platform`` (default: JAX's default
     backend) when the caller leaves backend="default"."""
     import jax
     from ..schemes import get_scheme
+    from . import cuda
     platform = platform or jax.default_backend()
     if platform in ("cuda", "gpu") and cuda.supports(get_scheme(scheme)):
         return "cuda"

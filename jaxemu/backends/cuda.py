@@ -5,6 +5,7 @@ toolkit is found, see BUILD.md) exports ``registrations()``: FFI handler
 capsules by target name. They are registered for the CUDA platform at
 import, and ``jaxemu_dot`` gets a "cuda" lowering that calls them for the
 schemes they implement; everything else lowers through the xla backend.
+``register()`` runs once when jaxemu is imported.
 """
 from __future__ import annotations
 
@@ -41,14 +42,11 @@ def supports(scheme) -> bool:
 _registered = False
 
 
-def _register() -> None:
-    """Register the FFI targets and the cuda lowering (once, at import)."""
+def register() -> None:
+    """Register the FFI targets and the cuda lowering (once; jaxemu's import calls it)."""
     global _registered
-    if _ext is None:
+    if _ext is None or _registered:
         return
     from . import cuda_lowering
     cuda_lowering.register(_ext)
     _registered = True
-
-
-_register()

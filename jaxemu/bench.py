@@ -1,0 +1,205 @@
+"""``python -m jaxemu.bench``: speed and accuracy of every scheme on both
+backends, against cuBLAS SGEMM, TF32 and XLA's multi-pass presets measured in
+the same run (DESIGN.md 6).
+
+For each shape and case: median time of repeated runs after warm-up
+(``block_until_ready``), TFLOP/s = 2MNK/t, speedup over SGEMM, relative
+Frobenius error against the float64 product of the same inputs, and its
+ratio to SGEMM's error. Prints a table, writes JSON, and optionally a Pareto
+plot (speed against error) and a markdown summary.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+DEFAULT_SCHEMES = "bf16,tf32,bf16x3,bf16x6,bf16x9,tf32x3,fp16x3,fp16x3_bitcut,int8_l1,int8_l4,auto"
+
+
+def _presets() -> Dict[str, Callable]:
+    P = lax.DotAlgorithmPreset
+    out = {}
+    for name, preset in [("xla:BF16_X3", "BF16_BF16_F32_X3"), ("xla:BF16_X6", "BF16_BF16_F32_X6"),
+                         ("xla:BF16_X9", "BF16_BF16_F32_X9"), ("xla:TF32_X3", "TF32_TF32_F32_X3")]:
+        if hasattr(P, preset):
+            out[name] = (lambda p: lambda x, y: lax.dot_general(
+                x, y, (((x.ndim - 1,), (x.ndim - 2,)), ((tuple(range(x.ndim - 2)),) * 2)),
+                precision=p, preferred_element_type=jnp.float32))(getattr(P, preset))
+    return out
+
+
+def _einsum_dims(ndim):
+    return (((ndim - 1,), (ndim - 2,)), ((tuple(range(ndim - 2)),) * 2))
+
+
+def time_fn(f, a, b, reps: int, min_rep_s: float = 0.02) -> float:
+    """Median seconds per call; each timed rep runs enough back-to-back calls
+    to last min_rep_s (small problems would otherwise time the dispatch)."""
+    f(a, b).block_until_ready()
+    t0 = time.perf_counter()
+    f(a, b).block_until_ready()
+    one = max(time.perf_counter() - t0, 1e-6)
+    inner = max(1, int(min_rep_s / one))
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            out = f(a, b)
+        out.block_until_ready()
+        ts.append((time.perf_counter() - t0) / inner)
+    return float(np.median(ts))
+
+
+def device_facts() -> Dict[str, str]:
+    d = jax.devices()[0]
+    facts = dict(device=d.device_kind, platform=d.platform, jax=jax.__version__,
+                 date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip().splitlines()
+        if out:
+            facts["driver"] = out[0].split(",")[0].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return facts
+
+
+def run_shape(shape, law: str, schemes: List[str], backends: List[str], reps: int, seed: int,
+              baselines: bool = True) -> List[dict]:
+    import jaxemu
+    from jaxemu.backends import backend_for
+    from jaxemu import testing as T
+    bsz, m, k, n = shape
+    rng = np.random.default_rng(seed)
+    pre = (bsz,) if bsz > 1 else ()
+    a = jax.device_put(T.sample(law, pre + (m, k), rng))
+    b = jax.device_put(T.sample(law, pre + (k, n), rng))
+    with jax.enable_x64(True):
+        ref = jnp.matmul(a.astype(jnp.float64), b.astype(jnp.float64), precision=lax.Precision.HIGHEST)
+        nref = float(jnp.linalg.norm(ref))
+
+    def err(c):
+        with jax.enable_x64(True):
+            return float(jnp.linalg.norm(c.astype(jnp.float64) - ref) / nref)
+
+    cases: Dict[str, Callable] = {
+        "sgemm": lambda x, y: jnp.matmul(x, y, precision=lax.Precision.HIGHEST),
+    }
+    if baselines:
+        cases["tf32 (jnp default)"] = lambda x, y: jnp.matmul(x, y, precision=lax.Precision.DEFAULT)
+        if jax.devices()[0].platform != "cpu":
+            cases.update(_presets())
+    for s in schemes:
+        for be in backends:
+            if be == "cuda" and backend_for(s) != "cuda":
+                continue
+            cases[f"{s}:{be}"] = (lambda s, be: lambda x, y: jaxemu.matmul(x, y, scheme=s, backend=be))(s, be)
+    rows = []
+    flops = 2.0 * bsz * m * n * k
+    for name, f in cases.items():
+        jf = jax.jit(f)
+        try:
+            t = time_fn(jf, a, b, reps)
+            e = err(jf(a, b))
+        except Exception as ex:  # a case that fails is reported, not hidden
+            rows.append(dict(case=name, shape=shape, law=law, error=None, ms=None, failed=f"{type(ex).__name__}: {ex}"[:300]))
+            print(f"  {name:22s} FAILED {type(ex).__name__}: {str(ex)[:200]}", flush=True)
+            continue
+        rows.append(dict(case=name, shape=list(shape), law=law, ms=t * 1e3, tflops=flops / t / 1e12, error=e))
+        print(f"  {name:22s} {t * 1e3:9.3f} ms {flops / t / 1e12:8.1f} TFLOP/s  err {e:.2e}", flush=True)
+    base = next(r for r in rows if r["case"] == "sgemm")
+    for r in rows:
+        if r.get("ms"):
+            r["speedup_vs_sgemm"] = base["ms"] / r["ms"]
+            r["error_vs_sgemm"] = r["error"] / base["error"]
+    return rows
+
+
+def table(rows: List[dict]) -> str:
+    lines = [f"{'shape (B,M,K,N)':22s} {'case':22s} {'ms':>9s} {'TFLOP/s':>8s} {'x SGEMM':>8s} "
+             f"{'error':>9s} {'err/SGEMM':>9s}"]
+    for r in rows:
+        sh = "x".join(str(x) for x in r["shape"])
+        if r.get("ms") is None:
+            lines.append(f"{sh:22s} {r['case']:22s} FAILED {r.get('failed', '')[:60]}")
+            continue
+        lines.append(f"{sh:22s} {r['case']:22s} {r['ms']:9.3f} {r['tflops']:8.1f} {r['speedup_vs_sgemm']:8.2f} "
+                     f"{r['error']:9.2e} {r['error_vs_sgemm']:9.2f}")
+    return "\n".join(lines)
+
+
+def pareto_plot(rows: List[dict], shape, path: str, title: str) -> Optional[str]:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib not installed: no plot"
+    pts = [r for r in rows if r.get("ms") and list(r["shape"]) == list(shape)]
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for r in pts:
+        c = "tab:red" if r["case"].endswith(":cuda") else "tab:blue" if r["case"].endswith(":xla") else "black"
+        ax.scatter(r["error"], r["tflops"], color=c, s=30)
+        ax.annotate(r["case"], (r["error"], r["tflops"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    base = next((r for r in pts if r["case"] == "sgemm"), None)
+    if base:
+        ax.axvline(base["error"], color="gray", ls="--", lw=0.8)
+        ax.axhline(base["tflops"], color="gray", ls="--", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("relative error vs float64 (lower is better)")
+    ax.set_ylabel("TFLOP/s (FP32-equivalent, 2MNK/t)")
+    ax.set_title(title, fontsize=9)
+    ax.text(0.01, 0.01, "black: baselines, blue: xla backend, red: cuda backend", transform=ax.transAxes, fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    return None
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m jaxemu.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", default="1x4096x4096x4096,1x8192x8192x8192",
+                   help="comma-separated BxMxKxN (default: 4096^3 and 8192^3)")
+    p.add_argument("--schemes", default=DEFAULT_SCHEMES)
+    p.add_argument("--backends", default="xla,cuda")
+    p.add_argument("--law", default="uniform(-1,1)")
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default="bench.json")
+    p.add_argument("--plot", default=None, help="PNG path for the Pareto plot of --plot-shape")
+    p.add_argument("--plot-shape", default="1x8192x8192x8192")
+    p.add_argument("--no-baselines", action="store_true")
+    args = p.parse_args(argv)
+    facts = device_facts()
+    print(" | ".join(f"{k}: {v}" for k, v in facts.items()), flush=True)
+    rows = []
+    for spec in args.shapes.split(","):
+        shape = tuple(int(x) for x in spec.split("x"))
+        print(f"shape {spec} ({args.law})", flush=True)
+        rows += run_shape(shape, args.law, args.schemes.split(","), args.backends.split(","), args.reps,
+                          args.seed, baselines=not args.no_baselines)
+    with open(args.json, "w") as f:
+        json.dump(dict(facts=facts, rows=rows), f, indent=1)
+    if args.plot:
+        shape = [int(x) for x in args.plot_shape.split("x")]
+        note = pareto_plot(rows, shape, args.plot,
+                           f"{facts['device']}, jax {facts['jax']}, {'x'.join(map(str, shape))}, {args.law}")
+        if note:
+            print(note)
+    print()
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

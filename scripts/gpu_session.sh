@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One GPU session: build the CUDA extension, run the GPU tests, run the benchmark.
+# Used through the device tool (see BUILD.md): logs and results go to $OUT.
+#   STEPS="build test bench" BENCH_ARGS="..." bash scripts/gpu_session.sh
+set -uo pipefail
+OUT="${OUT:-/tmp/jaxemu-out}"
+mkdir -p "$OUT"
+STEPS="${STEPS:-build test bench}"
+export PYTHONUNBUFFERED=1
+# CUTLASS headers travel in .cutlass/ (the GPU machine has no network).
+export JAXEMU_CUTLASS_DIR="${JAXEMU_CUTLASS_DIR:-$PWD/.cutlass}"
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+python3 -c "import jax; print('jax', jax.__version__, jax.devices())" | tee -a "$OUT/gpu.txt"
+
+if [[ " $STEPS " == *" build "* ]]; then
+  t0=$(date +%s)
+  python3 -m pip install --no-build-isolation --no-deps -Cbuild-dir=build/gpu -Cbuild.verbose=false \
+    -Ccmake.define.JAXEMU_CUDA=ON -e . > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
+  echo "build: $(( $(date +%s) - t0 )) s"
+  python3 -m jaxemu info | tee "$OUT/info.txt"
+fi
+if [[ " $STEPS " == *" test "* ]]; then
+  JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -x tests/test_cuda.py ${TEST_ARGS:-} \
+    2>&1 | tee "$OUT/test_cuda.log" | tail -25
+fi
+if [[ " $STEPS " == *" bench "* ]]; then
+  JAX_PLATFORMS=cuda,cpu timeout "${BENCH_TIMEOUT:-300}" python3 -m jaxemu.bench --json "$OUT/bench.json" \
+    --plot "$OUT/pareto.png" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -60
+fi

@@ -1,0 +1,128 @@
+"""GPU tests of the cuda backend (skipped without an NVIDIA GPU and the CUDA
+extension). Run on the GPU machine with JAX_PLATFORMS=cuda (see BUILD.md)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxemu
+from jaxemu import testing as T
+from jaxemu.backends import backend_for, cuda
+
+
+def _gpu():
+    try:
+        return bool(jax.devices("cuda"))
+    except RuntimeError:
+        return False
+
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not (_gpu() and cuda.built()), reason="needs a CUDA GPU and the CUDA extension")]
+
+FLOAT = ["bf16", "fp16", "tf32", "bf16x3", "bf16x6", "bf16x9", "tf32x3", "fp16x3", "fp16x3_bitcut"]
+ALL = [n for n in jaxemu.schemes() if n != "fp32"]
+
+
+def run(name, a, b, backend="default"):
+    return jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=name, backend=backend))(a, b)
+
+
+def test_float_schemes_run_on_the_cuda_backend():
+    assert cuda.supports(jaxemu.get_scheme("bf16x6"))
+    for n in FLOAT:
+        assert backend_for(n, "cuda") == "cuda"
+    hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6")).lower(
+        jnp.ones((256, 256)), jnp.ones((256, 256))).as_text()
+    assert "jaxemu_gemm_" in hlo
+
+
+@pytest.mark.parametrize("law", T.LAWS)
+@pytest.mark.parametrize("name", ALL)
+def test_accuracy_against_float64(name, law):
+    # 2048 x 4096 x 2048: large enough that cuBLAS runs its ordinary SGEMM
+    # kernel (for small M, N it splits K, which lowers its error several-fold).
+    a, b = T.operands(law, 2048, 4096, 2048, seed=hash((name, law)) % 1000)
+    ref = T.reference(a, b)
+    e32 = T.relerr(jaxemu.dot(a, b, scheme="fp32"), ref)  # cuBLAS SGEMM
+    e = T.relerr(run(name, a, b), ref)
+    s = jaxemu.get_scheme(name)
+    bound = 2 * e32 if s.fp32_class else s.error_bound()
+    if name == "fp16x3" and law == "wide-exp":
+        bound = max(bound, 4 * e32)  # values far below their row maximum lose bits
+    assert e <= bound, (name, law, e, e32)
+
+
+@pytest.mark.parametrize("name", FLOAT)
+def test_agrees_with_the_xla_backend(name):
+    a, b = T.operands("normal(0,1)", 200, 3000, 300, seed=3)
+    ref = T.reference(a, b)
+    e_cuda = T.relerr(run(name, a, b, "cuda"), ref)
+    e_xla = T.relerr(run(name, a, b, "xla"), ref)
+    s = jaxemu.get_scheme(name)
+    bound = 2 * e_xla if s.fp32_class else s.error_bound()
+    assert e_cuda <= max(bound, 2 * T.relerr(jaxemu.dot(a, b, scheme="fp32"), ref))
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 13, 5), (129, 1031, 65), (3, 65536, 9), (1000, 64, 3)])
+@pytest.mark.parametrize("name", ["bf16x6", "fp16x3", "tf32x3"])
+def test_odd_shapes_and_long_k(name, m, k, n):
+    rng = np.random.default_rng(m * k * n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    c = np.asarray(run(name, a, b, "cuda"), np.float64)
+    absab = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    np.testing.assert_array_less(np.abs(c - ref), 4 * np.sqrt(k) * 2.0**-24 * absab + 1e-30)
+
+
+def test_zero_sized_dims():
+    for sa, sb in [((0, 5), (5, 3)), ((4, 0), (0, 3)), ((4, 5), (5, 0))]:
+        c = run("bf16x6", np.ones(sa, np.float32), np.ones(sb, np.float32), "cuda")
+        assert c.shape == (sa[0], sb[1]) and np.all(np.asarray(c) == 0)
+
+
+@pytest.mark.parametrize("name", ["bf16x6", "fp16x3", "tf32x3", "bf16"])
+def test_special_values_on_the_gpu(name):
+    from test_special_values import ieee_reference, planted
+    a, b = planted(np.random.default_rng(7))
+    ref = ieee_reference(a, b)
+    c = np.asarray(run(name, a, b, "cuda"), np.float64)
+    np.testing.assert_array_equal(np.isnan(c), np.isnan(ref))
+    np.testing.assert_array_equal(np.isposinf(c), np.isposinf(ref))
+    np.testing.assert_array_equal(np.isneginf(c), np.isneginf(ref))
+
+
+def test_batched_and_general_dimension_numbers():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 40, 5, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 3, 33)).astype(np.float32)
+    dn = (((3,), (0,)), ((0,), (1,)))
+    c = jax.jit(lambda a, b: jaxemu.dot_general(a, b, dn, scheme="bf16x6", backend="cuda"))(a, b)
+    ref = T.dot_general_reference(a.astype(np.float64), b.astype(np.float64), dn)
+    np.testing.assert_allclose(np.asarray(c), ref, rtol=2e-5, atol=2e-5)
+
+
+def test_vmap_grad_and_emulate_through_the_cuda_lowering():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((4, 64, 96)).astype(np.float32)
+    w = rng.standard_normal((96, 48)).astype(np.float32)
+    f = lambda a, w: jnp.sum(jnp.tanh(a @ w) ** 2)
+    em = jax.jit(jax.grad(jaxemu.emulate(f, backend="cuda"), (0, 1)))
+    hlo = em.lower(a, w).as_text()
+    assert "jaxemu_gemm_" in hlo
+    ga, gw = em(a, w)
+    with jax.enable_x64(True):
+        ra, rw = jax.grad(f, (0, 1))(jnp.asarray(a, jnp.float64), jnp.asarray(w, jnp.float64))
+    np.testing.assert_allclose(np.asarray(ga), np.asarray(ra), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(gw), np.asarray(rw), rtol=1e-4, atol=1e-4)
+    v = jax.jit(jax.vmap(lambda x: jaxemu.dot(x, w, backend="cuda")))(a)
+    np.testing.assert_allclose(np.asarray(v), a.astype(np.float64) @ w, rtol=2e-5, atol=2e-5)
+
+
+def test_repeated_runs_are_bit_identical():
+    a, b = T.operands("uniform(-1,1)", 512, 4096, 512, seed=11)
+    f = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6", backend="cuda"))
+    first = np.asarray(f(a, b))
+    for _ in range(5):
+        np.testing.assert_array_equal(np.asarray(f(a, b)), first)
