@@ -89,3 +89,8 @@ def context_state(name: str, default, help: str):
     from jax._src import config
     return config.string_or_object_state(name, default, help, include_in_jit_key=True,
                                          include_in_trace_context=True)
+
+
+def unsharded(aval):
+    """The same shape, dtype and weak type, with no sharding or varying axes."""
+    return ShapedArray(aval.shape, aval.dtype, weak_type=getattr(aval, "weak_type", False))

@@ -97,8 +97,23 @@ def _out_dtype(preferred_element_type):
     return dt
 
 
+def _out_sharding(s):
+    """As lax.dot_general: a NamedSharding or PartitionSpec (resolved against
+    the current mesh by JAX), or None."""
+    if s is None:
+        return None
+    from jax.sharding import NamedSharding, PartitionSpec
+    if isinstance(s, PartitionSpec):
+        import jax
+        return NamedSharding(jax.sharding.get_abstract_mesh(), s)
+    if not isinstance(s, NamedSharding):
+        raise TypeError(f"out_sharding must be a NamedSharding or PartitionSpec, got {type(s).__name__}")
+    mesh = getattr(s.mesh, "abstract_mesh", s.mesh)  # avals carry abstract meshes
+    return NamedSharding(mesh, s.spec)
+
+
 def dot_general(lhs, rhs, dimension_numbers, scheme: Optional[SchemeLike] = None, *,
-                preferred_element_type=None, backend: Optional[str] = None):
+                preferred_element_type=None, backend: Optional[str] = None, out_sharding=None):
     """Emulated ``lax.dot_general``: FP32 products on low-precision tensor cores.
 
     Arguments:
@@ -109,6 +124,8 @@ def dot_general(lhs, rhs, dimension_numbers, scheme: Optional[SchemeLike] = None
         ``jaxemu.schemes()``) or Scheme object; default: ``jaxemu.default_scheme``.
       preferred_element_type: result dtype; float32 (default), bfloat16 or float16.
       backend: "default", "xla" or "cuda" (see ``jaxemu.default_backend``).
+      out_sharding: the result's sharding on explicit-sharding meshes, as for
+        ``lax.dot_general`` (needed there when contracting dims are sharded).
 
     Returns:
       An array of shape (batch..., lhs free..., rhs free...), like lax.dot_general.
@@ -123,11 +140,12 @@ def dot_general(lhs, rhs, dimension_numbers, scheme: Optional[SchemeLike] = None
     dn = normalize_dimension_numbers(dimension_numbers, lhs.ndim, rhs.ndim)
     dot_shape(lhs.shape, rhs.shape, dn)  # size checks with clear messages
     return primitive.bind(lhs, rhs, dimension_numbers=dn, scheme=s,
-                          out_dtype=_out_dtype(preferred_element_type), backend=be)
+                          out_dtype=_out_dtype(preferred_element_type), backend=be,
+                          out_sharding=_out_sharding(out_sharding))
 
 
 def dot(a, b, scheme: Optional[SchemeLike] = None, *, preferred_element_type=None,
-        backend: Optional[str] = None):
+        backend: Optional[str] = None, out_sharding=None):
     """Emulated ``jnp.dot`` for operands of rank 1 or 2 (and ``jnp.dot``'s
     rule for higher ranks: contract a's last axis with b's second-to-last).
 
@@ -138,7 +156,8 @@ def dot(a, b, scheme: Optional[SchemeLike] = None, *, preferred_element_type=Non
     if a_nd == 0 or b_nd == 0:
         raise ValueError("jaxemu.dot needs operands of rank >= 1; use multiplication for scalars")
     dn = (((a_nd - 1,), (max(b_nd - 2, 0),)), ((), ()))
-    return dot_general(a, b, dn, scheme, preferred_element_type=preferred_element_type, backend=backend)
+    return dot_general(a, b, dn, scheme, preferred_element_type=preferred_element_type, backend=backend,
+                       out_sharding=out_sharding)
 
 
 def matmul(a, b, scheme: Optional[SchemeLike] = None, *, preferred_element_type=None,

@@ -165,7 +165,8 @@ class _Rewriter:
             if d.scheme is None:
                 return eqn
             params = dict(dimension_numbers=eqn.params["dimension_numbers"], scheme=d.scheme,
-                          out_dtype=np.dtype(eqn.outvars[0].aval.dtype), backend=self.backend)
+                          out_dtype=np.dtype(eqn.outvars[0].aval.dtype), backend=self.backend,
+                          out_sharding=eqn.params.get("out_sharding"))
             return eqn.replace(primitive=jaxemu_dot_p, params=params)
         name = eqn.primitive.name
         sub = f"{path}/{_compat.eqn_label(eqn)}" if path else _compat.eqn_label(eqn)

@@ -10,6 +10,7 @@ Params (all hashable):
   out_dtype: result dtype (float32, or bfloat16/float16: computed in f32, then cast).
   backend: "default" (the platform's best: CUDA kernels where built and
     supported, else the xla backend) or "xla" (always plain JAX).
+  out_sharding: as lax.dot_general's (explicit-sharding meshes), or None.
 Operands are float32 (the public API promotes bf16/f16 exactly).
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from jax import lax
 from jax.interpreters import ad, batching, mlir
 
-from . import _compat
+from . import _compat, _sharding
 from .backends import xla as xla_backend
 from .dims import canonicalize, dot_shape
 
@@ -32,19 +33,19 @@ BACKENDS = ("default", "xla", "cuda")
 jaxemu_dot_p = _compat.Primitive("jaxemu_dot")
 
 
-def bind(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend):
+def bind(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None):
     """Bind the primitive (operands already validated and float32)."""
     return jaxemu_dot_p.bind(lhs, rhs, dimension_numbers=dimension_numbers, scheme=scheme,
-                             out_dtype=np.dtype(out_dtype), backend=backend)
+                             out_dtype=np.dtype(out_dtype), backend=backend, out_sharding=out_sharding)
 
 
 # ----------------------------------------------------------------------------
 # Shape rule: exactly dot_general's (shape, sharding, varying manual axes).
 
-def _abstract_eval(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend):
+def _abstract_eval(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding):
     out, _effects = lax.dot_general_p.abstract_eval(
         lhs, rhs, dimension_numbers=dimension_numbers, precision=None,
-        preferred_element_type=np.dtype(out_dtype), out_sharding=None)
+        preferred_element_type=np.dtype(out_dtype), out_sharding=out_sharding)
     return out
 
 
@@ -57,7 +58,9 @@ def _shift(axes, by=1):
     return tuple(a + by for a in axes)
 
 
-def _batch_rule(args, dims, *, dimension_numbers, **params):
+def _batch_rule(args, dims, *, dimension_numbers, out_sharding, **params):
+    # (An explicit out_sharding names the unbatched result's axes; under vmap
+    # the result gains an axis, so sharding is left to propagation.)
     lhs, rhs = args
     lbd, rbd = dims
     (lc, rc), (lb, rb) = dimension_numbers
@@ -116,6 +119,7 @@ def _cotangent(g, other, this_ndim, this_dims, other_dims, this_is_lhs, params):
     dn = ((g_other, other_kept), (g_batch, other_b))
     this_c_by_other = [this_c[i] for i in np.argsort(other_c)]
     src_axes = list(this_b) + list(this_kept) + this_c_by_other
+    params = dict(params, out_sharding=None)  # the cotangent has another shape
     out = bind(g.astype(jnp.float32), other, dimension_numbers=dn, **params)
     return jnp.transpose(out, tuple(np.argsort(src_axes)))
 
@@ -143,8 +147,8 @@ def _transpose_rhs(g, lhs, rhs, *, dimension_numbers, **params):
 # Lowerings. The xla backend's is the default for every platform; the CUDA
 # backend installs a "cuda" rule through register_platform_lowering.
 
-def xla_impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, platform="generic",
-             level_sum=xla_backend.xla_level_sum):
+def xla_impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None,
+             platform="generic", level_sum=xla_backend.xla_level_sum):
     """The primitive in plain JAX: canonicalize, emulate, reshape. (The CUDA
     backend reuses it with its kernels as ``level_sum``.)"""
     ds = dot_shape(lhs.shape, rhs.shape, dimension_numbers)
@@ -153,8 +157,43 @@ def xla_impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, platfor
     return c.reshape(ds.out_shape).astype(out_dtype)
 
 
+def lower_impl(impl):
+    """A lowering rule running ``impl`` (plain JAX) on the operands.
+
+    The implementation reshapes and splits its operands freely, which JAX's
+    explicit-sharding type rules would reject for sharded axes. It is traced
+    on unsharded avals instead; the emitted HLO carries no sharding of its
+    own, so XLA's partitioner propagates the operands' shardings through it
+    like through any other ops (no gathers it would not do for dot_general).
+    """
+    rule = mlir.lower_fun(impl, multiple_results=False)
+    sharded_rule = mlir.lower_fun(functools.partial(_sharded_impl, impl), multiple_results=False)
+
+    def lowering(ctx, *args, **params):
+        if _sharding.plan(ctx.avals_in, ctx.avals_out, params["dimension_numbers"]) is not None:
+            return sharded_rule(ctx, *args, **params)
+        ctx = ctx.replace(avals_in=[_compat.unsharded(a) for a in ctx.avals_in],
+                          avals_out=[_compat.unsharded(a) for a in ctx.avals_out])
+        return rule(ctx, *args, **params)
+    return lowering
+
+
+def _sharded_impl(impl, lhs, rhs, **params):
+    """Operands with explicit shardings: the product per shard (shard_map),
+    summed over the mesh axes that shard contracting dims (psum, FP32)."""
+    p = _sharding.plan([_compat.typeof(lhs), _compat.typeof(rhs)], None, params["dimension_numbers"])
+    local = functools.partial(impl, **dict(params, out_sharding=None))
+
+    def per_shard(l, r):
+        out = local(l, r)
+        return jax.lax.psum(out, p.reduce_axes) if p.reduce_axes else out
+
+    return jax.shard_map(per_shard, mesh=p.mesh, in_specs=(p.lhs_spec, p.rhs_spec), out_specs=p.out_spec,
+                         check_vma=False)(lhs, rhs)
+
+
 def _xla_lowering(platform):
-    return mlir.lower_fun(functools.partial(xla_impl, platform=platform), multiple_results=False)
+    return lower_impl(functools.partial(xla_impl, platform=platform))
 
 
 _platform_lowerings: Dict[str, Callable] = {}

@@ -1,7 +1,10 @@
 import os
 
-# Tests run on the CPU unless asked otherwise (GPU tests opt in, see test_cuda.py).
+# Tests run on the CPU unless asked otherwise (GPU tests opt in, see test_cuda.py),
+# with 8 host devices for the sharding tests (before JAX initialises).
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 
 import numpy as np
 import pytest

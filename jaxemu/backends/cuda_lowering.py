@@ -15,7 +15,6 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.interpreters import mlir
 
 from .. import primitive
 from ..schemes import FloatSplit
@@ -85,9 +84,8 @@ def register(ext) -> None:
             return None  # the xla backend's lowering
         rule = rules.get("float")
         if rule is None:
-            rule = rules["float"] = mlir.lower_fun(
-                functools.partial(primitive.xla_impl, platform="cuda", level_sum=level_sum),
-                multiple_results=False)
+            rule = rules["float"] = primitive.lower_impl(
+                functools.partial(primitive.xla_impl, platform="cuda", level_sum=level_sum))
         return rule(ctx, lhs, rhs, **params)
 
     primitive.register_platform_lowering("cuda", cuda_rule)
