@@ -125,6 +125,51 @@ def run_shape(shape, law: str, schemes: List[str], backends: List[str], reps: in
     return rows
 
 
+def mixed_operands(n: int, frac16: float, block: int, seed: int):
+    """APE's Figure 8 setting: a fraction ``frac16`` of A's and B's 128-wide
+    row/column blocks hold data within fp16x3's reach (+-2^U[-8, 0)); the rest
+    spread over 2^[-40, 40), which fp16x3 cannot hold (auto must take bf16x6)."""
+    rng = np.random.default_rng(seed)
+
+    def make(shape, axis):
+        x = rng.choice([-1.0, 1.0], shape) * np.exp2(rng.uniform(-8, 0, shape))
+        nb = shape[axis] // block
+        wide = rng.permutation(nb) >= int(round(frac16 * nb))
+        scale = np.where(np.repeat(wide, block)[: shape[axis]],
+                         1.0, 0.0)
+        spread = np.exp2(rng.integers(-40, 40, shape)).astype(np.float64)
+        mask = scale[:, None] if axis == 0 else scale[None, :]
+        return np.asarray(x * np.where(mask > 0, spread, 1.0), np.float32)
+
+    return make((n, n), 0), make((n, n), 1)
+
+
+def run_mixed(n: int, fracs, schemes, reps: int, seed: int) -> List[dict]:
+    import jaxemu
+    rows = []
+    for frac in fracs:
+        a_np, b_np = mixed_operands(n, frac, 128, seed)
+        a, b = jax.device_put(a_np), jax.device_put(b_np)
+        with jax.enable_x64(True):
+            ref = jnp.matmul(a.astype(jnp.float64), b.astype(jnp.float64), precision=lax.Precision.HIGHEST)
+            nref = float(jnp.linalg.norm(ref))
+        rep = jaxemu.auto_report(a_np[:2048, :2048], b_np[:2048, :2048])
+        for name in ["sgemm"] + list(schemes):
+            f = jax.jit((lambda x, y: jnp.matmul(x, y, precision=lax.Precision.HIGHEST)) if name == "sgemm"
+                        else (lambda s: lambda x, y: jaxemu.matmul(x, y, scheme=s))(name))
+            t = time_fn(f, a, b, reps)
+            with jax.enable_x64(True):
+                e = float(jnp.linalg.norm(f(a, b).astype(jnp.float64) - ref) / nref)
+            rows.append(dict(case=name, shape=[1, n, n, n], law=f"mixed fp16-range fraction {frac}", ms=t * 1e3,
+                             tflops=2.0 * n ** 3 / t / 1e12, error=e, auto_blocks_2048=rep.get("blocks")))
+            print(f"  frac={frac:.1f} {name:10s} {t * 1e3:9.3f} ms  err {e:.2e}", flush=True)
+        base = next(r for r in rows[-(len(schemes) + 1):] if r["case"] == "sgemm")
+        for r in rows[-(len(schemes) + 1):]:
+            r["speedup_vs_sgemm"] = base["ms"] / r["ms"]
+            r["error_vs_sgemm"] = r["error"] / base["error"]
+    return rows
+
+
 def table(rows: List[dict]) -> str:
     lines = [f"{'shape (B,M,K,N)':22s} {'case':22s} {'ms':>9s} {'TFLOP/s':>8s} {'x SGEMM':>8s} "
              f"{'error':>9s} {'err/SGEMM':>9s}"]
@@ -136,6 +181,28 @@ def table(rows: List[dict]) -> str:
         lines.append(f"{sh:22s} {r['case']:22s} {r['ms']:9.3f} {r['tflops']:8.1f} {r['speedup_vs_sgemm']:8.2f} "
                      f"{r['error']:9.2e} {r['error_vs_sgemm']:9.2f}")
     return "\n".join(lines)
+
+
+def markdown(rows: List[dict], facts: Dict[str, str]) -> str:
+    """Tables of a run, one per shape/law, in the order measured."""
+    out = [f"Device: {facts.get('device')} (driver {facts.get('driver', '?')}), jax {facts.get('jax')}, "
+           f"{facts.get('date')}. Times: median of repeated runs after warm-up; speedup and error ratio "
+           "against cuBLAS SGEMM (`precision=HIGHEST`) in the same run; error: relative Frobenius norm "
+           "against the float64 product of the same inputs.", ""]
+    groups: Dict[tuple, List[dict]] = {}
+    for r in rows:
+        groups.setdefault((tuple(r["shape"]), r["law"]), []).append(r)
+    for (shape, law), rs in groups.items():
+        out += [f"**{'x'.join(map(str, shape))} (B x M x K x N), {law}**", "",
+                "| case | ms | TFLOP/s | x SGEMM | error | error / SGEMM's |", "|---|---|---|---|---|---|"]
+        for r in rs:
+            if r.get("ms") is None:
+                out.append(f"| {r['case']} | failed: {r.get('failed', '')[:80]} | | | | |")
+            else:
+                out.append(f"| {r['case']} | {r['ms']:.3f} | {r['tflops']:.1f} | {r['speedup_vs_sgemm']:.2f} | "
+                           f"{r['error']:.2e} | {r['error_vs_sgemm']:.2f} |")
+        out.append("")
+    return "\n".join(out)
 
 
 def pareto_plot(rows: List[dict], shape, path: str, title: str) -> Optional[str]:
@@ -176,9 +243,13 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default="bench.json")
+    p.add_argument("--md", default=None, help="write the tables as markdown to this file")
     p.add_argument("--plot", default=None, help="PNG path for the Pareto plot of --plot-shape")
     p.add_argument("--plot-shape", default="1x8192x8192x8192")
     p.add_argument("--no-baselines", action="store_true")
+    p.add_argument("--mixed", default="", help="fractions of fp16-range blocks for the auto test, e.g. 0,0.3,0.6,1")
+    p.add_argument("--mixed-n", type=int, default=8192)
+    p.add_argument("--mixed-schemes", default="auto,bf16x6,fp16x3")
     args = p.parse_args(argv)
     facts = device_facts()
     print(" | ".join(f"{k}: {v}" for k, v in facts.items()), flush=True)
@@ -188,8 +259,15 @@ def main(argv=None) -> int:
         print(f"shape {spec} ({args.law})", flush=True)
         rows += run_shape(shape, args.law, args.schemes.split(","), args.backends.split(","), args.reps,
                           args.seed, baselines=not args.no_baselines)
+    if args.mixed:
+        print(f"mixed-range inputs, n={args.mixed_n}", flush=True)
+        rows += run_mixed(args.mixed_n, [float(x) for x in args.mixed.split(",")], args.mixed_schemes.split(","),
+                          args.reps, args.seed)
     with open(args.json, "w") as f:
         json.dump(dict(facts=facts, rows=rows), f, indent=1)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(markdown(rows, facts))
     if args.plot:
         shape = [int(x) for x in args.plot_shape.split("x")]
         note = pareto_plot(rows, shape, args.plot,

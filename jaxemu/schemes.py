@@ -307,7 +307,11 @@ class Auto(Scheme):
 
     name: str = "auto"
     block: int = 128
-    min_flops: float = 2.0 * 512 ** 3
+    # Below these, native FP32 runs: measured on an H200 (docs/performance.md),
+    # emulated products lost to SGEMM at M = 256 or K = 256 (0.5-0.98x) and won
+    # from 8 x 2048^3 up (1.5-3.1x).
+    min_flops: float = 2.0 * 1024 ** 3
+    min_dim: int = 1024
     fast: str = "fp16x3"
     safe: str = "bf16x6"
     source: str = "APE adapter (ICS 2022)"
@@ -316,6 +320,8 @@ class Auto(Scheme):
     def __post_init__(self):
         if not isinstance(self.block, int) or self.block <= 0:
             raise ValueError(f"scheme {self.name!r}: block must be a positive int, got {self.block!r}")
+        if not isinstance(self.min_dim, int) or self.min_dim < 0:
+            raise ValueError(f"scheme {self.name!r}: min_dim must be a non-negative int, got {self.min_dim!r}")
 
     @property
     def unit_roundoff(self) -> float:

@@ -33,7 +33,10 @@ def built() -> bool:
 
 def supports(scheme) -> bool:
     """True when the CUDA kernels implement ``scheme`` on the visible GPUs."""
-    if not (built() and _registered and scheme.family in _ext.supported_families()):
+    families = set(_ext.supported_families()) if built() else set()
+    if "float" in families:
+        families.add("auto")  # auto runs float schemes (or native FP32)
+    if not (built() and _registered and scheme.family in families):
         return False
     from . import cuda_lowering
     return cuda_lowering.gpus_supported(_ext)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import primitive
-from ..schemes import FloatSplit
+from ..schemes import Auto, FloatSplit
 
 _DTYPES = {"bf16": jnp.bfloat16, "fp16": jnp.float16, "tf32": jnp.float32}
 
@@ -80,7 +80,7 @@ def register(ext) -> None:
 
     def cuda_rule(ctx, lhs, rhs, **params):
         s = params["scheme"]
-        if not (isinstance(s, FloatSplit) and _gpus_supported(ext)):
+        if not (isinstance(s, (FloatSplit, Auto)) and _gpus_supported(ext)):
             return None  # the xla backend's lowering
         rule = rules.get("float")
         if rule is None:

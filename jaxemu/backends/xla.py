@@ -446,7 +446,7 @@ def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_lev
         return jnp.zeros((a.shape[0], a.shape[1], b.shape[2]), f32)
     if s.family == "auto":
         from .. import auto  # late import: auto builds on this module
-        return auto.auto_dot(a, b, s, platform)
+        return auto.auto_dot(a, b, s, platform, level_sum)
     fin_a, fin_b = jnp.isfinite(a), jnp.isfinite(b)
     c = finite_dot(jnp.where(fin_a, a, 0.0), jnp.where(fin_b, b, 0.0), s, platform, level_sum)
 
