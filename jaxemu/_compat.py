@@ -94,3 +94,15 @@ def context_state(name: str, default, help: str):
 def unsharded(aval):
     """The same shape, dtype and weak type, with no sharding or varying axes."""
     return ShapedArray(aval.shape, aval.dtype, weak_type=getattr(aval, "weak_type", False))
+
+
+def permuted_sharding(aval, axes):
+    """The NamedSharding whose dim i is ``aval``'s dim axes[i], or None when
+    ``aval`` carries no explicit sharding."""
+    sh = getattr(aval, "sharding", None)
+    spec = getattr(sh, "spec", None)
+    if spec is None or not getattr(sh.mesh, "axis_names", ()):
+        return None
+    from jax.sharding import NamedSharding, PartitionSpec
+    entries = tuple(spec) + (None,) * (aval.ndim - len(tuple(spec)))
+    return NamedSharding(sh.mesh, PartitionSpec(*[entries[a] for a in axes]))

@@ -100,7 +100,7 @@ def _kept(ndim, *excluded):
     return tuple(d for d in range(ndim) if d not in drop)
 
 
-def _cotangent(g, other, this_ndim, this_dims, other_dims, this_is_lhs, params):
+def _cotangent(g, other, this_aval, this_dims, other_dims, this_is_lhs, params):
     """Cotangent of the operand ``this`` given g (output cotangent) and ``other``.
 
     g's axes are (batch, lhs kept, rhs kept). Contract g's axes of other's
@@ -110,6 +110,7 @@ def _cotangent(g, other, this_ndim, this_dims, other_dims, this_is_lhs, params):
     """
     this_c, this_b = this_dims
     other_c, other_b = other_dims
+    this_ndim = this_aval.ndim
     this_kept = _kept(this_ndim, this_c, this_b)
     other_kept = _kept(other.ndim, other_c, other_b)
     if this_is_lhs:
@@ -119,28 +120,28 @@ def _cotangent(g, other, this_ndim, this_dims, other_dims, this_is_lhs, params):
     dn = ((g_other, other_kept), (g_batch, other_b))
     this_c_by_other = [this_c[i] for i in np.argsort(other_c)]
     src_axes = list(this_b) + list(this_kept) + this_c_by_other
-    params = dict(params, out_sharding=None)  # the cotangent has another shape
+    # The cotangent takes its operand's sharding (as in lax.dot_general's rule):
+    # needed on explicit meshes when the contraction runs over sharded axes.
+    params = dict(params, out_sharding=_compat.permuted_sharding(this_aval, src_axes))
     out = bind(g.astype(jnp.float32), other, dimension_numbers=dn, **params)
     return jnp.transpose(out, tuple(np.argsort(src_axes)))
 
 
-def _ndim(x):
+def _aval(x):
     # The operand being transposed arrives as an undefined primal (or, in
     # newer JAX, an accumulator); both carry an aval.
     aval = getattr(x, "aval", None)
-    return aval.ndim if aval is not None else np.ndim(x)
+    return aval if aval is not None else _compat.typeof(x)
 
 
 def _transpose_lhs(g, lhs, rhs, *, dimension_numbers, **params):
     (lc, rc), (lb, rb) = dimension_numbers
-    ndim = _ndim(lhs)
-    return _cotangent(g, rhs, ndim, (lc, lb), (rc, rb), True, params)
+    return _cotangent(g, rhs, _aval(lhs), (lc, lb), (rc, rb), True, params)
 
 
 def _transpose_rhs(g, lhs, rhs, *, dimension_numbers, **params):
     (lc, rc), (lb, rb) = dimension_numbers
-    ndim = _ndim(rhs)
-    return _cotangent(g, lhs, ndim, (rc, rb), (lc, lb), False, params)
+    return _cotangent(g, lhs, _aval(rhs), (rc, rb), (lc, lb), False, params)
 
 
 # ----------------------------------------------------------------------------

@@ -98,3 +98,20 @@ def test_emulate_keeps_the_output_shardings(mesh, rng):
     with jax.enable_x64(True):
         ref = np.asarray(mlp(jnp.asarray(x, jnp.float64), jnp.asarray(w1, jnp.float64), jnp.asarray(w2, jnp.float64)))
     assert T.relerr(out, ref) <= 2 * T.relerr(plain, ref) + 1e-7
+
+
+def test_data_parallel_gradients(mesh, rng):
+    # Batch sharded, weights replicated: the weight gradient contracts over the
+    # sharded batch, so its product is local + psum (and needs the weight's
+    # sharding as its out_sharding on an explicit mesh).
+    x = put(rng.standard_normal((64, 32)).astype(np.float32), mesh, P(("x", "y"), None))
+    w = put((rng.standard_normal((32, 16)) / 6).astype(np.float32), mesh, P())
+    loss = lambda w, x: jnp.mean(jnp.tanh(x @ w) ** 2)
+    with jax.set_mesh(mesh):
+        g = jax.jit(jax.grad(jaxemu.emulate(loss)))(w, x)
+        g32 = jax.jit(jax.grad(loss))(w, x)
+        assert g.sharding.spec == g32.sharding.spec
+        with jax.enable_x64(True):
+            g64 = np.asarray(jax.grad(loss)(jnp.asarray(np.asarray(w), jnp.float64),
+                                            jnp.asarray(np.asarray(x), jnp.float64)))
+    assert T.relerr(g, g64) <= 2 * T.relerr(g32, g64) + 1e-7
