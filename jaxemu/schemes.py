@@ -307,11 +307,11 @@ class Auto(Scheme):
 
     name: str = "auto"
     block: int = 128
-    # Below these, native FP32 runs: measured on an H200 (docs/performance.md),
-    # emulated products lost to SGEMM at M = 256 or K = 256 (0.5-0.98x) and won
-    # from 8 x 2048^3 up (1.5-3.1x).
-    min_flops: float = 2.0 * 1024 ** 3
-    min_dim: int = 1024
+    # Below these, native FP32 runs. Measured on an H200 (docs/performance.md):
+    # bf16x6 on the cuda backend ran at 0.33x SGEMM at 1024^3, 0.81x at 2048^3,
+    # 0.95x / 0.48x with K = 256 / M = 256, 1.02x at 8 x 2048^3, 1.31x at 4096^3.
+    min_flops: float = 5e10
+    min_dim: int = 2048
     fast: str = "fp16x3"
     safe: str = "bf16x6"
     source: str = "APE adapter (ICS 2022)"

@@ -79,10 +79,15 @@ def test_auto_picks_the_fastest_safe_scheme(rng):
 
 
 def test_auto_runs_fp32_where_emulation_does_not_pay_and_explain_says_so():
+    from jaxemu.auto import size_choice
+    auto = jaxemu.get_scheme("auto")
+    assert size_choice(1, 256, 8192, 65536, auto)[0] == "fp32"  # M = 256: too thin
+    assert "too thin" in size_choice(1, 256, 8192, 65536, auto)[1]
+    assert size_choice(1, 8192, 8192, 8192, auto)[0] == ""       # large: decided by the data
     a = np.ones((256, 8192), np.float32)
     b = np.ones((8192, 512), np.float32)
     rep = jaxemu.auto_report(a, b)
-    assert rep["scheme"] == "fp32" and "too thin" in rep["reason"]
+    assert rep["scheme"] == "fp32" and "too small" in rep["reason"]
     ex = jaxemu.explain(lambda a, b: a @ b, a, b, scheme="auto")
     assert "auto runs fp32 here" in ex[0].reason
     small = np.ones((64, 64), np.float32)

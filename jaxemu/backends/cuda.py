@@ -33,13 +33,10 @@ def built() -> bool:
 
 def supports(scheme) -> bool:
     """True when the CUDA kernels implement ``scheme`` on the visible GPUs."""
-    families = set(_ext.supported_families()) if built() else set()
-    if "float" in families:
-        families.add("auto")  # auto runs float schemes (or native FP32)
-    if not (built() and _registered and scheme.family in families):
+    if not (built() and _registered and "float" in _ext.supported_families()):
         return False
     from . import cuda_lowering
-    return cuda_lowering.gpus_supported(_ext)
+    return cuda_lowering.handles(scheme) and cuda_lowering.gpus_supported(_ext)
 
 
 _registered = False

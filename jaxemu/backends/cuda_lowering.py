@@ -72,6 +72,14 @@ def _gpus_supported(ext) -> bool:
     return bool(devs) and all(d.compute_capability.startswith("9.") for d in devs)
 
 
+def handles(s) -> bool:
+    """Schemes the kernels run: multi-slice float schemes (and auto, whose
+    branches are float schemes). One-slice natives (bf16, fp16, tf32) gain
+    nothing from promotion and cuBLAS runs them faster through XLA (measured:
+    docs/performance.md), so they stay on the xla backend."""
+    return isinstance(s, Auto) or (isinstance(s, FloatSplit) and s.slices > 1)
+
+
 def register(ext) -> None:
     for name, capsule in ext.registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="CUDA")
@@ -80,7 +88,7 @@ def register(ext) -> None:
 
     def cuda_rule(ctx, lhs, rhs, **params):
         s = params["scheme"]
-        if not (isinstance(s, (FloatSplit, Auto)) and _gpus_supported(ext)):
+        if not (handles(s) and _gpus_supported(ext)):
             return None  # the xla backend's lowering
         rule = rules.get("float")
         if rule is None:
