@@ -22,7 +22,6 @@ Archit. 2025) all target the FP32 GEMM that dominates them.
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +29,7 @@ import numpy as np
 from jax import lax
 
 import jaxemu
+from jaxemu.testing import median_time
 
 DEFAULT_SCHEMES = "fp32,bf16,tf32,bf16x3,bf16x6,fp16x3"
 
@@ -80,15 +80,6 @@ def backward_error(a, x, b):
     a, x, b = (np.asarray(v, np.float64) for v in (a, x, b))
     return float(np.linalg.norm(a @ x - b) / (np.linalg.norm(a, 2) * np.linalg.norm(x)))
 
-
-def median_time(fn, repeats=5):
-    jax.block_until_ready(fn())  # warm-up: compiles
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def run(n=512, block=128, scheme="bf16x6", cond=1e3, seed=0, repeats=5, data=None, reference=None):

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import time
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +42,7 @@ import scipy.linalg
 from jax import lax
 
 import jaxemu
+from jaxemu.testing import median_time
 
 DEFAULT_SCHEMES = "fp32,bf16,fp16,bf16x3,bf16x6"
 EPS64 = 2.0 ** -53  # unit roundoff of float64, as HPL's dlamch("e")
@@ -155,15 +155,6 @@ def make_system(n, matrix="uniform", seed=0):
     b = rng.uniform(-0.5, 0.5, n)
     return a.astype(np.float32).astype(np.float64), b
 
-
-def median_time(fn, repeats=3):
-    jax.block_until_ready(fn())  # warm-up (compiles)
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def float64_solve_time(a, b, repeats=3):

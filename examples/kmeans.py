@@ -25,13 +25,13 @@ workloads.
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import jaxemu
+from jaxemu.testing import median_time
 
 DEFAULT_SCHEMES = "fp32,bf16,bf16x3,bf16x6,fp16x3,int8_l4"
 
@@ -85,15 +85,6 @@ def inertia64(x, centers, labels):
     c = np.asarray(centers, np.float64)
     return float(np.sum((x - c[np.asarray(labels)]) ** 2))
 
-
-def median_time(fn, repeats=3):
-    jax.block_until_ready(fn())  # warm-up: compiles
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def _fit_scheme(x, c0, scheme, max_iter):

@@ -22,13 +22,13 @@ emulated SGEMM inside such applications.
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import jaxemu
+from jaxemu.testing import median_time
 
 DEFAULT_SCHEMES = "fp32,bf16,tf32,bf16x3,bf16x6,fp16x3,int8_l4"
 
@@ -72,15 +72,6 @@ def recall(found, true):
     found, true = np.asarray(found), np.asarray(true)
     return float(np.mean([len(np.intersect1d(f, t)) / len(t) for f, t in zip(found, true)]))
 
-
-def median_time(fn, repeats=5):
-    jax.block_until_ready(fn())  # warm-up: compiles
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def run(n=8192, m=256, d=64, k=10, scheme="bf16x6", seed=0, offset=4.0, repeats=5,

@@ -21,13 +21,13 @@ papers: MixPert (LCTES 2024) evaluates its INT8-tensor-core FP32 emulation on
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import jaxemu
+from jaxemu.testing import median_time
 
 DEFAULT_SCHEMES = "fp32,bf16,bf16x3,bf16x6,fp16x3"
 
@@ -110,16 +110,6 @@ def train(scheme, x, y, d_out, task, steps, batch, lr, hidden, optimizer, seed):
     return np.asarray(jax.device_get(curve), np.float64), train_step, (params, opt_state, xb, yb)
 
 
-def median_step_time(train_step, args, repeats=20):
-    jax.block_until_ready(train_step(*args))
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(train_step(*args))
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
-
-
 def run(scheme="bf16x6", task="regression", n=4096, d_in=16, hidden=128, steps=200, batch=256,
         lr=None, optimizer="sgd", seed=0, reference=None):
     """Train with `scheme` and with "fp32" (same seed). Returns a dict:
@@ -136,7 +126,7 @@ def run(scheme="bf16x6", task="regression", n=4096, d_in=16, hidden=128, steps=2
     rel = np.abs(curve - reference) / np.abs(reference)
     return dict(scheme=str(scheme), final_loss=float(curve[-1]), final_loss_fp32=float(reference[-1]),
                 final_rel=float(rel[-1]), curve_max_rel=float(np.max(rel)),
-                initial_loss=float(curve[0]), step_time_s=median_step_time(train_step, last),
+                initial_loss=float(curve[0]), step_time_s=median_time(lambda: train_step(*last), 20),
                 curve=curve, _ref=reference)
 
 

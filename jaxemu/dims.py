@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Sequence, Tuple
 
-import numpy as np
 
 DimensionNumbers = Tuple[Tuple[Tuple[int, ...], Tuple[int, ...]], Tuple[Tuple[int, ...], Tuple[int, ...]]]
 

@@ -168,7 +168,6 @@ class _Rewriter:
                           out_dtype=np.dtype(eqn.outvars[0].aval.dtype), backend=self.backend,
                           out_sharding=eqn.params.get("out_sharding"))
             return eqn.replace(primitive=jaxemu_dot_p, params=params)
-        name = eqn.primitive.name
         sub = f"{path}/{_compat.eqn_label(eqn)}" if path else _compat.eqn_label(eqn)
         new_params, changed = {}, False
         for k in sorted(eqn.params):

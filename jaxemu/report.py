@@ -13,7 +13,6 @@ import platform
 import sys
 
 import jax
-import numpy as np
 
 
 def measure(names, laws, ks, m, n, seed, backend=None):

@@ -82,9 +82,20 @@ class Scheme:
         """A copy with some parameters changed (validated)."""
         return dataclasses.replace(self, **changes)
 
+    products: Tuple[Tuple[int, int], ...] = ()
+
     @property
-    def num_products(self) -> int:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def levels(self) -> Tuple[Tuple[int, Tuple[Tuple[int, int], ...]], ...]:
+        """Slice products grouped by magnitude level i + j, smallest terms
+        (highest level) first: the order in which they are accumulated."""
+        by = {}
+        for i, j in self.products:
+            by.setdefault(i + j, []).append((i, j))
+        return tuple((lvl, tuple(by[lvl])) for lvl in sorted(by, reverse=True))
+
+    @property
+    def num_products(self) -> int:
+        return len(self.products)
 
     def describe(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -180,18 +191,6 @@ class FloatSplit(Scheme):
         _check_kc(self.kc, self.name)
 
     @property
-    def levels(self) -> Tuple[Tuple[int, Tuple[Tuple[int, int], ...]], ...]:
-        """Products grouped by magnitude level i + j, smallest terms (highest level) first."""
-        by = {}
-        for i, j in self.products:
-            by.setdefault(i + j, []).append((i, j))
-        return tuple((lvl, tuple(by[lvl])) for lvl in sorted(by, reverse=True))
-
-    @property
-    def num_products(self) -> int:
-        return len(self.products)
-
-    @property
     def unit_roundoff(self) -> float:
         # Each slice holds p significand bits; a round-to-nearest split leaves a
         # residual below 2^-(p+1) of the value, a truncating (bit-cut) one below
@@ -270,17 +269,6 @@ class Int8Split(Scheme):
         l, r = self.level
         top = max(l, r)
         return tuple((i, j) for i in range(l + 1) for j in range(r + 1) if i + j <= top)
-
-    @property
-    def levels(self):
-        by = {}
-        for i, j in self.products:
-            by.setdefault(i + j, []).append((i, j))
-        return tuple((lvl, tuple(by[lvl])) for lvl in sorted(by, reverse=True))
-
-    @property
-    def num_products(self) -> int:
-        return len(self.products)
 
     @property
     def unit_roundoff(self) -> float:

@@ -64,3 +64,19 @@ def dot_general_reference(lhs: np.ndarray, rhs: np.ndarray, dimension_numbers) -
     out = ([lsub[d] for d in lb] + [lsub[d] for d in range(lhs.ndim) if d not in lc and d not in lb]
            + [rsub[d] for d in range(rhs.ndim) if d not in rc and d not in rb])
     return np.einsum(f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}", lhs, rhs)
+
+
+def median_time(fn, repeats: int = 5) -> float:
+    """Median seconds of ``fn()`` (a zero-argument callable returning arrays)
+    over ``repeats`` runs after one warm-up run (compilation), each waited
+    for with ``jax.block_until_ready``."""
+    import time
+
+    import jax
+    jax.block_until_ready(fn())
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))

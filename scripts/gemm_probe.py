@@ -1,7 +1,6 @@
 """Probe on the GPU: the promoted GEMM alone (against cuBLAS through XLA at the
 same shape) per promotion interval, and bf16x6's error per kc on two laws."""
 import sys
-import time
 
 import jax
 import jax.numpy as jnp

@@ -9,7 +9,6 @@ Prints a table; writes JSON to argv[1].
 """
 import json
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -17,16 +16,11 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import jaxemu
+from jaxemu.testing import median_time
 
 
 def timed(f, *args, reps=5):
-    jax.block_until_ready(f(*args))
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
+    return median_time(lambda: f(*args), reps)
 
 
 def main():

@@ -1,7 +1,6 @@
 """Accuracy of every scheme against the float64 product, relative to FP32's
 own error on the same inputs (DESIGN.md 6)."""
 import jax
-import numpy as np
 import pytest
 
 import jaxemu

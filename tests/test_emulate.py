@@ -1,8 +1,6 @@
 """emulate(f): every float32 dot_general in f becomes jaxemu_dot, inside every
 control-flow construct; nothing else changes; results within the scheme's
 bound of float64; composes with jit, grad, vmap; no retracing."""
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np

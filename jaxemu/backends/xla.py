@@ -22,10 +22,6 @@ Numerics (DESIGN.md 2):
 """
 from __future__ import annotations
 
-import functools
-from typing import List, Sequence, Tuple
-
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -347,7 +343,6 @@ def int8_split_dot(a, b, s: Int8Split, platform: str):
     a, b, a_sl, ea, oka, b_sl, eb, okb = int8_tile_stats(a, b, s)
     bsz, m, k = a.shape
     n = b.shape[2]
-    nt = k // s.ktile
     # Back to (B, M, K) / (B, K, N) int8 so chunked_sum can re-tile them.
     a_flat = [x.reshape(bsz, m, k) for x in a_sl]
     b_flat = [x.reshape(bsz, k, n) for x in b_sl]
