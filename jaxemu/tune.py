@@ -405,6 +405,23 @@ def _time_dot(lhs_shape, rhs_shape, dimension_numbers, scheme: str, repeats: int
 # ---------------------------------------------------------------------------
 # The greedy search.
 
+# Relative cost of one FLOP per scheme product on Hopper: a bf16/fp16/int8
+# tensor-core product ~1, tf32 ~2, FP32 (SGEMM) ~14 (H200: 700 vs 50 TFLOP/s).
+_FP32_PRODUCT_COST = 14.0
+
+
+def product_cost(info, scheme: str) -> float:
+    """A cost model for ``tune(timer=...)``: the dot's FLOPs times the number
+    of slice products of ``scheme`` (FP32 counted as 14 products, tf32 slices
+    as 2), in arbitrary units. For tuning away from the target GPU."""
+    from .schemes import FloatSplit, NativeFP32
+    s = get_scheme(scheme)
+    if isinstance(s, NativeFP32):
+        return info.flops * _FP32_PRODUCT_COST
+    per = 2.0 if isinstance(s, FloatSplit) and s.fmt == "tf32" else 1.0
+    return info.flops * per * max(s.num_products, 1)
+
+
 def _greedy(times: Sequence[Sequence[float]], evaluate: Callable[[Tuple[int, ...]], float],
             tolerance: float) -> Tuple[Tuple[int, ...], float]:
     """MixPert's greedy lowering, on candidate levels (0 = most accurate).
@@ -479,7 +496,8 @@ def _greedy(times: Sequence[Sequence[float]], evaluate: Callable[[Tuple[int, ...
 
 def tune(f: Callable, *example_args, tolerance: float, metric: Optional[Callable[[Any, Any], float]] = None,
          candidates: Sequence[str] = ("bf16x6", "fp16x3", "bf16x3", "bf16"),
-         reference: str = "float64", repeats: int = 3, **example_kwargs) -> Plan:
+         reference: str = "float64", repeats: int = 3, timer: Optional[Callable[[Any, str], float]] = None,
+         **example_kwargs) -> Plan:
     """Choose a scheme per dot of ``f``, fastest first, keeping f's error within ``tolerance``.
 
     MixPert's tuner (LCTES 2024, sec. 3.4): every dot starts at
@@ -510,6 +528,9 @@ def tune(f: Callable, *example_args, tolerance: float, metric: Optional[Callable
       reference: "float64" (f run in float64 under ``jax.enable_x64``, on the
         arguments cast to float64) or "fp32" (f with every dot in native FP32).
       repeats: timing repetitions per dot and candidate (median taken).
+      timer: ``timer(dot_info, scheme) -> seconds`` used instead of timing each
+        dot, e.g. ``jaxemu.product_cost`` (a cost model) when
+        tuning on a machine other than the one the plan is for.
 
     Returns:
       A ``Plan`` {dot index: scheme name} with its tolerance, measured error,
@@ -579,7 +600,8 @@ def tune(f: Callable, *example_args, tolerance: float, metric: Optional[Callable
         for c in cands:
             key = (info.lhs, info.rhs, info.dimension_numbers, c)
             if key not in measured:
-                measured[key] = _time_dot(info.lhs, info.rhs, info.dimension_numbers, c, int(repeats))
+                measured[key] = (timer(info, c) if timer is not None else
+                                 _time_dot(info.lhs, info.rhs, info.dimension_numbers, c, int(repeats)))
             row.append(measured[key])
         times.append(row)
 
