@@ -2,8 +2,9 @@
 jaxemu supports (0.10.x, 0.11.x), lives here.
 
 Public names are used wherever JAX has them; the few internals (primitive
-dispatch, linear_util for custom_jvp/vjp rules, shard_map's rules) are
-isolated so a JAX upgrade touches this file alone.
+dispatch, linear_util for custom_jvp/vjp rules, source info for explain(),
+config states for the default scheme) are isolated so a JAX upgrade touches
+this file alone.
 """
 from __future__ import annotations
 
@@ -50,19 +51,6 @@ def wrap_fun(fun, like):
 def is_wrapped_fun(x) -> bool:
     from jax._src import linear_util as lu
     return isinstance(x, lu.WrappedFun)
-
-
-def register_shard_map_rules(prim) -> None:
-    """Let shard_map's replication/varying-manual-axes check accept ``prim``
-    like any elementwise-or-dot primitive: its output varies over the union
-    of its inputs' manual axes."""
-    try:
-        from jax._src import core as _core
-        rule = getattr(_core, "standard_vma_rule", None)
-        if rule is not None and hasattr(_core, "vma_rules"):  # pragma: no cover - version dependent
-            _core.vma_rules[prim] = rule
-    except ImportError:  # pragma: no cover
-        pass
 
 
 def source_line(eqn) -> str:

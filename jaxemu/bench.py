@@ -38,10 +38,6 @@ def _presets() -> Dict[str, Callable]:
     return out
 
 
-def _einsum_dims(ndim):
-    return (((ndim - 1,), (ndim - 2,)), ((tuple(range(ndim - 2)),) * 2))
-
-
 def time_fn(f, a, b, reps: int, min_rep_s: float = 0.02) -> float:
     """Median seconds per call; each timed rep runs enough back-to-back calls
     to last min_rep_s (small problems would otherwise time the dispatch)."""

@@ -92,10 +92,6 @@ def canonicalize(lhs, rhs, ds: DotShape):
     return a, b
 
 
-def is_identity(perm) -> bool:
-    return tuple(perm) == tuple(range(len(perm)))
-
-
 def matmul_dimension_numbers(lhs_ndim: int, rhs_ndim: int) -> DimensionNumbers:
     """Dimension numbers of ``lhs @ rhs`` for operands of equal rank >= 2 (batch dims leading)."""
     nb = lhs_ndim - 2
