@@ -1,4 +1,5 @@
-"""``python -m jaxemu``: the demo; ``python -m jaxemu info``: what is built and used.
+"""``python -m jaxemu``: the demo; ``python -m jaxemu info``: what is built and used;
+``python -m jaxemu calibrate``: measure auto's cost model on this device and cache it.
 
 The demo multiplies two random matrices with every scheme on the default
 device and prints, per scheme, the error against the float64 product, the
@@ -54,7 +55,7 @@ def demo(n: int, k: int, law: str, seed: int) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m jaxemu", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", nargs="?", default="demo", choices=["demo", "info"])
+    p.add_argument("command", nargs="?", default="demo", choices=["demo", "info", "calibrate"])
     p.add_argument("--n", type=int, default=256, help="M = N (default 256)")
     p.add_argument("--k", type=int, default=1024, help="K (default 1024)")
     p.add_argument("--law", default="uniform(-1,1)", help="input law (see jaxemu.testing.LAWS)")
@@ -63,6 +64,14 @@ def main(argv=None) -> int:
     if args.command == "info":
         import jaxemu
         print(jaxemu.info())
+        return 0
+    if args.command == "calibrate":
+        from jaxemu import costs
+        model = costs.calibrate()
+        print(f"{model.device} ({model.backend} backend): {model.source}, cached in {costs.cache_path()}")
+        for name, (inv_rate, per_elem, fixed) in model.coefficients:
+            print(f"  {name:7s} {1e-12 / inv_rate if inv_rate else float('inf'):8.1f} TFLOP/s  "
+                  f"{per_elem * 1e12:8.3f} ps/element  {fixed * 1e6:8.1f} us fixed")
         return 0
     demo(args.n, args.k, args.law, args.seed)
     return 0

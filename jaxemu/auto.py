@@ -1,30 +1,38 @@
 """The "auto" scheme (APE's adapter): the fastest scheme the data allow.
 
-1. By size (static): where emulation does not pay -- small products, or a
-   dimension too thin to fill the tensor cores -- run native FP32.
-2. By data (at run time): classify each row of A and column of B (the unit
-   of fp16x3's power-of-two scaling), then panels of ``block`` rows/columns:
+1. Classify (at run time) each row of A and column of B, the unit of
+   fp16x3's power-of-two scaling:
      class 0 "fp16": nonzero exponents within FP16_SPREAD binades and far from
        the f32 range ends: fp16x3 keeps 22+ bits of every value after scaling;
      class 1 "bf16": away from the f32 range ends: bf16x6 is exact;
      class 2 "fp32": values beyond 2^100 or below 2^-100, where slices or
        their residuals under- or overflow.
-   An output block needs the higher class of its two panels; the counts come
-   from APE's mask product mask_C = mask_A x mask_B.
-   The fp16 test is strict on purpose: one value 2^-25 below its row's
-   maximum would lose bits in fp16x3, and only its partner in B decides
-   whether that matters, so auto assumes it does.
-3. Choose and run (lax.switch, so only the chosen branch executes): fp16x3
-   when every output block allows it, else bf16x6 when none needs FP32, else
-   FP32. On the xla backend a block-wise hybrid would compute every
-   participating scheme in full (XLA cannot skip blocks), so it never beats
-   the pure choice; a fused CUDA kernel can, see backends/cuda.py.
+   An output element needs the higher class of its row and column. The
+   fp16 test is strict on purpose: one value 2^-25 below its row's maximum
+   would lose bits in fp16x3, and only its partner in B decides whether that
+   matters, so auto assumes it does.
+2. Candidates (static, per shape): pure fp32, fp16x3, bf16x6, and hybrids
+   (APE's block-wise hybrid at panel granularity): the fp16-safe rows of A
+   are gathered to the top and the first p of them run fp16x3, the other
+   M - p rows bf16x6 (or the same with columns of B), p a multiple of
+   ``block`` at 1/4, 1/2, 3/4 of M. Gathering instead of masking tiles means
+   no scheme computes a block it does not keep, on any backend.
+3. Each candidate's time comes from the device's cost model (costs.py:
+   calibrated or shipped per GPU model); without one, from slice-product
+   counts plus the size thresholds ``min_flops`` / ``min_dim``. Emulated
+   candidates predicted slower than 0.9 x FP32 are dropped, so that auto is
+   never meant to lose to SGEMM; if none is left, auto is native FP32 for
+   that shape, decided at trace time and reported by ``explain``.
+4. At run time, the fastest candidate whose constraints the classes meet
+   runs (lax.switch: only the chosen branch executes). FP32 is always
+   allowed, so every input has a safe branch.
 NaN/Inf need no class of their own: every scheme reproduces FP32's NaN/Inf
 pattern (backends/xla.py).
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
+import dataclasses
+from typing import Dict, List, Optional, Tuple
 
 import jax.numpy as jnp
 from jax import lax
@@ -39,18 +47,114 @@ FP16_SPREAD = 24
 # and partial sums cannot overflow.
 SAFE_MIN_EXP = -100
 SAFE_MAX_EXP = 100
+# Emulation must be predicted at least this much faster than FP32 to be tried
+# (the cost model's error and the class scan's cost are the margin).
+PAYS = 0.9
+SPLIT_FRACTIONS = (0.25, 0.5, 0.75)
 
 CHOICES = ("fp16x3", "bf16x6", "fp32")
+CLASS = {name: i for i, name in enumerate(CHOICES)}
+_COUNT_COST = {"fp16x3": 3.0, "bf16x6": 6.0, "fp32": 14.0}  # as tune.product_cost
 
 
-def size_choice(b: int, m: int, n: int, k: int, s: Auto) -> Tuple[str, str]:
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One way to run a product: ``side`` "all" runs ``scheme`` on everything;
+    "rows" ("cols") runs fp16x3 on ``split`` fp16-safe rows of A (columns of
+    B) and ``scheme`` on the rest."""
+
+    side: str
+    scheme: str
+    split: int
+    time: float
+
+    @property
+    def label(self) -> str:
+        return self.scheme if self.side == "all" else f"fp16x3+{self.scheme}"
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoPlan:
+    """auto's static decision for one shape: the candidates, fastest first
+    (a single fp32 one when emulation does not pay), and why."""
+
+    candidates: Tuple[Candidate, ...]
+    reason: str
+    cost_source: str
+
+    @property
+    def static(self) -> Optional[str]:
+        return self.candidates[0].scheme if len(self.candidates) == 1 else None
+
+
+def _splits(r: int, block: int) -> List[int]:
+    return sorted({int(f * r) // block * block for f in SPLIT_FRACTIONS} - {0, r})
+
+
+def _cost_model(s: Auto, platform: Optional[str], backend: Optional[str]):
+    if s.cost_model == "counts" or platform is None:
+        return None
+    import jax
+
+    from . import costs
+    try:
+        dev = jax.devices(platform)[0]
+    except RuntimeError:
+        return None
+    return costs.model_for(dev.device_kind, backend or "xla")
+
+
+def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = None,
+         backend: Optional[str] = None, model=None) -> AutoPlan:
+    """The candidates auto considers for a (bsz, m, k) x (bsz, k, n) product
+    on ``platform`` with ``backend`` running the emulated schemes; ``model``
+    (a costs.CostModel) overrides the device's, e.g. to ask what auto would
+    do on another GPU."""
+    model = model or _cost_model(s, platform, backend)
+    shape = (bsz, m, n, k)
+    if model is None:
+        source = "slice-product counts (no cost model for this device: see jaxemu.calibrate)"
+        flops = 2 * bsz * m * n * k
+        if flops < s.min_flops:
+            return AutoPlan((Candidate("all", "fp32", 0, 0.0),),
+                            f"2MNK = {flops:.3g} < {s.min_flops:.3g}: too small for emulation to pay", source)
+        if min(m, n, k) < s.min_dim:
+            return AutoPlan((Candidate("all", "fp32", 0, 0.0),),
+                            f"min(M, N, K) = {min(m, n, k)} < {s.min_dim}: too thin for emulation to pay", source)
+
+        def cost(name, b, mm, nn, kk):
+            return 2.0 * b * mm * nn * kk * _COUNT_COST[name]
+        gather = 0.0
+    else:
+        source = model.source
+
+        def cost(name, b, mm, nn, kk):
+            return model.time(name, (b, mm, nn, kk))
+        gather = model.gather_time(shape)
+    t32 = cost("fp32", *shape)
+    cands = [Candidate("all", name, 0, cost(name, *shape)) for name in CHOICES]
+    for p in _splits(m, s.block):
+        cands.append(Candidate("rows", "bf16x6", p, cost("fp16x3", bsz, p, n, k)
+                               + cost("bf16x6", bsz, m - p, n, k) + gather))
+    for p in _splits(n, s.block):
+        cands.append(Candidate("cols", "bf16x6", p, cost("fp16x3", bsz, m, p, k)
+                               + cost("bf16x6", bsz, m, n - p, k) + gather))
+    t6 = cands[1].time
+    keep = [c for c in cands if c.scheme == "fp32" and c.side == "all"
+            or (c.time <= PAYS * t32 and (c.side == "all" or c.time < t6))]
+    keep.sort(key=lambda c: c.time)
+    if len(keep) == 1:
+        best = min(cands[:2], key=lambda c: c.time)
+        return AutoPlan(tuple(keep), f"the cost model predicts {best.scheme} {best.time * 1e3:.3g} ms against "
+                        f"FP32's {t32 * 1e3:.3g} ms: emulation does not pay here", source)
+    return AutoPlan(tuple(keep), "the fastest candidate the data allow, chosen at run time", source)
+
+
+def size_choice(b: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = None,
+                backend: Optional[str] = None) -> Tuple[str, str]:
     """Static dispatch by size: ('fp32', why) when emulation does not pay, else ('', '')."""
-    flops = 2 * b * m * n * k
-    if flops < s.min_flops:
-        return "fp32", f"2MNK = {flops:.3g} < {s.min_flops:.3g}: too small for emulation to pay"
-    if min(m, n, k) < s.min_dim:
-        return "fp32", f"min(M, N, K) = {min(m, n, k)} < {s.min_dim}: too thin for emulation to pay"
-    return "", ""
+    pl = plan(b, m, n, k, s, platform, backend)
+    return (pl.static, pl.reason) if pl.static else ("", "")
 
 
 def _row_classes(x):
@@ -91,37 +195,83 @@ def block_counts(a, b, s: Auto):
     return tuple((need == c).sum().astype(jnp.int32) for c in (0, 1, 2))
 
 
-def choice_index(a, b, s: Auto):
-    n16, n6, n32 = block_counts(a, b, s)
-    return jnp.where(n32 > 0, 2, jnp.where(n6 > 0, 1, 0))
+def _allowed(cand: Candidate, ca, cb):
+    """Whether the row classes ca (B, M) and column classes cb (B, N) allow ``cand``."""
+    if cand.side == "all":
+        return jnp.maximum(ca.max(initial=0), cb.max(initial=0)) <= CLASS[cand.scheme]
+    fast, other = (ca, cb) if cand.side == "rows" else (cb, ca)
+    return ((other.max(initial=0) == 0) & (fast.max(initial=0) <= CLASS[cand.scheme])
+            & ((fast == 0).sum(axis=1).min(initial=fast.shape[1]) >= cand.split))
+
+
+def _run(cand: Candidate, a, b, ca, cb, platform, level_sum):
+    from .backends import xla
+
+    def dot(x, y, name):
+        return xla.canonical_dot(x, y, get_scheme(name), platform, level_sum)
+    if cand.side == "all":
+        return dot(a, b, cand.scheme)
+    p = cand.split
+    if cand.side == "rows":  # fp16-safe rows of A first (stable), C's rows back in place
+        perm = jnp.argsort(ca, axis=1, stable=True)
+        a = jnp.take_along_axis(a, perm[:, :, None], axis=1)
+        c = jnp.concatenate([dot(a[:, :p], b, "fp16x3"), dot(a[:, p:], b, cand.scheme)], axis=1)
+        return jnp.take_along_axis(c, jnp.argsort(perm, axis=1)[:, :, None], axis=1)
+    perm = jnp.argsort(cb, axis=1, stable=True)
+    b = jnp.take_along_axis(b, perm[:, None, :], axis=2)
+    c = jnp.concatenate([dot(a, b[:, :, :p], "fp16x3"), dot(a, b[:, :, p:], cand.scheme)], axis=2)
+    return jnp.take_along_axis(c, jnp.argsort(perm, axis=1)[:, None, :], axis=2)
+
+
+def choice_index(pl: AutoPlan, ca, cb):
+    """Index in ``pl.candidates`` of the fastest candidate the classes allow
+    (candidates are sorted by time; fp32 is always allowed)."""
+    ok = jnp.stack([_allowed(c, ca, cb) for c in pl.candidates])
+    return jnp.argmax(ok)  # the first allowed one
+
+
+def classes(a, b):
+    """Row classes of canonical a (B, M, K) and column classes of b (B, K, N)."""
+    return _row_classes(a), _row_classes(jnp.swapaxes(b, 1, 2))
 
 
 def auto_dot(a, b, s: Auto, platform: str, level_sum=None):
     """The auto scheme on canonical f32 operands (may contain NaN/Inf);
     ``level_sum`` is the backend's slice-product routine (see xla.canonical_dot)."""
     from .backends import xla
+    backend = "xla" if level_sum in (None, xla.xla_level_sum) else "cuda"
     level_sum = level_sum or xla.xla_level_sum
     bsz, m, k = a.shape
-    n = b.shape[2]
-    static, _ = size_choice(bsz, m, n, k, s)
-    if static:
-        return xla.canonical_dot(a, b, get_scheme(static), platform, level_sum)
-    branches = [lambda a, b, c=c: xla.canonical_dot(a, b, get_scheme(c), platform, level_sum) for c in CHOICES]
-    return lax.switch(choice_index(a, b, s), branches, a, b)
+    pl = plan(bsz, m, b.shape[2], k, s, platform, backend)
+    if pl.static:
+        return xla.canonical_dot(a, b, get_scheme(pl.static), platform, level_sum)
+    ca, cb = classes(a, b)
+    branches = [lambda a, b, ca, cb, c=c: _run(c, a, b, ca, cb, platform, level_sum) for c in pl.candidates]
+    return lax.switch(choice_index(pl, ca, cb), branches, a, b, ca, cb)
 
 
-def auto_report(a, b, scheme="auto") -> Dict[str, object]:
-    """What ``auto`` does for 2-D operands a (m, k) and b (k, n): the static
-    decision, the output-block counts per class, and the scheme it runs."""
+def auto_report(a, b, scheme="auto", platform: Optional[str] = None) -> Dict[str, object]:
+    """What ``auto`` does for 2-D operands a (m, k) and b (k, n) on
+    ``platform`` (default: JAX's default backend): the plan it runs
+    ("fp16x3", "bf16x6", "fp32" or a hybrid "fp16x3+bf16x6" with the rows or
+    columns given to fp16x3), why, the output-block counts per class, and the
+    cost model used."""
+    import jax
+
+    from .backends import backend_for
     s = get_scheme(scheme)
     if not isinstance(s, Auto):
         raise ValueError(f"auto_report needs an auto scheme, got {s.name!r}")
+    platform = platform or jax.default_backend()
     a = jnp.asarray(a, jnp.float32)[None]
     b = jnp.asarray(b, jnp.float32)[None]
-    static, why = size_choice(1, a.shape[1], b.shape[2], a.shape[2], s)
-    if static:
-        return dict(scheme=static, reason=why, blocks=None)
+    pl = plan(1, a.shape[1], b.shape[2], a.shape[2], s, platform, backend_for(s, platform))
+    if pl.static:
+        return dict(scheme=pl.static, reason=pl.reason, blocks=None, split=None, cost_model=pl.cost_source)
+    ca, cb = classes(a, b)
+    cand = pl.candidates[int(choice_index(pl, ca, cb))]
     n16, n6, n32 = (int(x) for x in block_counts(a, b, s))
-    pick = CHOICES[2 if n32 else 1 if n6 else 0]
-    return dict(scheme=pick, reason="the fastest scheme safe for every output block",
-                blocks=dict(fp16x3=n16, bf16x6=n6, fp32=n32))
+    split = None if cand.side == "all" else dict(side=cand.side, fp16x3=cand.split,
+                                                 of=a.shape[1] if cand.side == "rows" else b.shape[2])
+    return dict(scheme=cand.label, reason=pl.reason, blocks=dict(fp16x3=n16, bf16x6=n6, fp32=n32),
+                split=split, cost_model=pl.cost_source)

@@ -121,43 +121,45 @@ def run_shape(shape, law: str, schemes: List[str], backends: List[str], reps: in
     return rows
 
 
-def mixed_operands(n: int, frac16: float, block: int, seed: int):
+def mixed_operands(n: int, frac16: float, block: int, seed: int, sides: str = "both"):
     """APE's Figure 8 setting: a fraction ``frac16`` of A's and B's 128-wide
     row/column blocks hold data within fp16x3's reach (+-2^U[-8, 0)); the rest
-    spread over 2^[-40, 40), which fp16x3 cannot hold (auto must take bf16x6)."""
+    spread over 2^[-40, 40), which fp16x3 cannot hold (auto must take bf16x6).
+    ``sides="rows"``: only A's rows are mixed, B is all in range (the case
+    auto's row hybrid serves)."""
+    if sides not in ("both", "rows"):
+        raise ValueError(f"sides must be 'both' or 'rows', got {sides!r}")
     rng = np.random.default_rng(seed)
 
-    def make(shape, axis):
+    def make(shape, axis, frac):
         x = rng.choice([-1.0, 1.0], shape) * np.exp2(rng.uniform(-8, 0, shape))
         nb = shape[axis] // block
-        wide = rng.permutation(nb) >= int(round(frac16 * nb))
-        scale = np.where(np.repeat(wide, block)[: shape[axis]],
-                         1.0, 0.0)
+        wide = np.repeat(rng.permutation(nb) >= int(round(frac * nb)), block)[: shape[axis]]
+        mask = wide[:, None] if axis == 0 else wide[None, :]
         spread = np.exp2(rng.integers(-40, 40, shape)).astype(np.float64)
-        mask = scale[:, None] if axis == 0 else scale[None, :]
-        return np.asarray(x * np.where(mask > 0, spread, 1.0), np.float32)
+        return np.asarray(x * np.where(mask, spread, 1.0), np.float32)
 
-    return make((n, n), 0), make((n, n), 1)
+    return make((n, n), 0, frac16), make((n, n), 1, frac16 if sides == "both" else 1.0)
 
 
-def run_mixed(n: int, fracs, schemes, reps: int, seed: int) -> List[dict]:
+def run_mixed(n: int, fracs, schemes, reps: int, seed: int, sides: str = "both") -> List[dict]:
     import jaxemu
     rows = []
     for frac in fracs:
-        a_np, b_np = mixed_operands(n, frac, 128, seed)
+        a_np, b_np = mixed_operands(n, frac, 128, seed, sides)
         a, b = jax.device_put(a_np), jax.device_put(b_np)
         with jax.enable_x64(True):
             ref = jnp.matmul(a.astype(jnp.float64), b.astype(jnp.float64), precision=lax.Precision.HIGHEST)
             nref = float(jnp.linalg.norm(ref))
-        rep = jaxemu.auto_report(a_np[:2048, :2048], b_np[:2048, :2048])
+        rep = jaxemu.auto_report(a, b)
         for name in ["sgemm"] + list(schemes):
             f = jax.jit((lambda x, y: jnp.matmul(x, y, precision=lax.Precision.HIGHEST)) if name == "sgemm"
                         else (lambda s: lambda x, y: jaxemu.matmul(x, y, scheme=s))(name))
             t = time_fn(f, a, b, reps)
             with jax.enable_x64(True):
                 e = float(jnp.linalg.norm(f(a, b).astype(jnp.float64) - ref) / nref)
-            rows.append(dict(case=name, shape=[1, n, n, n], law=f"mixed fp16-range fraction {frac}", ms=t * 1e3,
-                             tflops=2.0 * n ** 3 / t / 1e12, error=e, auto_blocks_2048=rep.get("blocks")))
+            rows.append(dict(case=name, shape=[1, n, n, n], law=f"mixed ({sides}) fp16-range fraction {frac}", ms=t * 1e3,
+                             tflops=2.0 * n ** 3 / t / 1e12, error=e, auto_plan=dict(scheme=rep["scheme"], split=rep["split"])))
             print(f"  frac={frac:.1f} {name:10s} {t * 1e3:9.3f} ms  err {e:.2e}", flush=True)
         base = next(r for r in rows[-(len(schemes) + 1):] if r["case"] == "sgemm")
         for r in rows[-(len(schemes) + 1):]:
@@ -246,11 +248,13 @@ def main(argv=None) -> int:
     p.add_argument("--mixed", default="", help="fractions of fp16-range blocks for the auto test, e.g. 0,0.3,0.6,1")
     p.add_argument("--mixed-n", type=int, default=8192)
     p.add_argument("--mixed-schemes", default="auto,bf16x6,fp16x3")
+    p.add_argument("--mixed-sides", default="both", choices=["both", "rows"],
+                   help="mix A's rows and B's columns (APE Fig. 8), or A's rows only (auto's row hybrid)")
     args = p.parse_args(argv)
     facts = device_facts()
     print(" | ".join(f"{k}: {v}" for k, v in facts.items()), flush=True)
     rows = []
-    for spec in args.shapes.split(","):
+    for spec in filter(None, args.shapes.split(",")):  # --shapes "": only the mixed-range runs
         shape = tuple(int(x) for x in spec.split("x"))
         print(f"shape {spec} ({args.law})", flush=True)
         rows += run_shape(shape, args.law, args.schemes.split(","), args.backends.split(","), args.reps,
@@ -258,7 +262,7 @@ def main(argv=None) -> int:
     if args.mixed:
         print(f"mixed-range inputs, n={args.mixed_n}", flush=True)
         rows += run_mixed(args.mixed_n, [float(x) for x in args.mixed.split(",")], args.mixed_schemes.split(","),
-                          args.reps, args.seed)
+                          args.reps, args.seed, args.mixed_sides)
     with open(args.json, "w") as f:
         json.dump(dict(facts=facts, rows=rows), f, indent=1)
     if args.md:

@@ -82,13 +82,18 @@ def _flops(lhs_shape, rhs_shape, dn) -> int:
 
 
 def _auto_note(info: DotInfo, s) -> str:
-    from .auto import size_choice
+    import jax
+
+    from .auto import plan
+    from .backends import backend_for
     from .dims import dot_shape
     ds = dot_shape(info.lhs, info.rhs, info.dimension_numbers)
-    static, why = size_choice(ds.b, ds.m, ds.n, ds.k, s)
-    if static:
-        return f"auto runs {static} here ({why})"
-    return "auto picks fp16x3 / bf16x6 / fp32 from the data at run time"
+    platform = jax.default_backend()
+    pl = plan(ds.b, ds.m, ds.n, ds.k, s, platform, backend_for(s, platform))
+    if pl.static:
+        return f"auto runs {pl.static} here ({pl.reason}; costs from {pl.cost_source})"
+    labels = ", ".join(dict.fromkeys(c.label for c in pl.candidates))
+    return f"auto picks among {labels} from the data at run time (costs from {pl.cost_source})"
 
 
 class _Rewriter:

@@ -6,7 +6,7 @@ from typing import Dict, Tuple
 
 import jax
 
-from . import backends
+from . import backends, costs
 from .backends import cuda
 from .schemes import schemes
 
@@ -20,6 +20,7 @@ class Info:
     devices: Tuple[str, ...]
     default_platform: str
     backend_per_scheme: Dict[str, str]
+    auto_cost_model: str
 
     def __str__(self) -> str:
         lines = [f"jaxemu {self.version} on jax {self.jax_version}",
@@ -28,6 +29,7 @@ class Info:
                  f"devices: {', '.join(self.devices)} (default platform: {self.default_platform})",
                  "backend per scheme (backend='default'):"]
         lines += [f"  {k:15s} {v}" for k, v in self.backend_per_scheme.items()]
+        lines.append(f"auto's cost model here: {self.auto_cost_model}")
         return "\n".join(lines)
 
 
@@ -37,5 +39,7 @@ def info() -> Info:
     platform = jax.default_backend()
     devs = tuple(f"{d.device_kind} ({d.platform})" for d in jax.devices())
     note = "" if cuda.built() else (cuda.IMPORT_ERROR or "")
+    model = costs.model_for(jax.devices()[0].device_kind, backends.backend_for("auto", platform))
     return Info(__version__, jax.__version__, cuda.built(), note, devs, platform,
-                {s: backends.backend_for(s, platform) for s in schemes()})
+                {s: backends.backend_for(s, platform) for s in schemes()},
+                model.source if model else "none (thresholds and slice counts; `python -m jaxemu calibrate` measures one)")

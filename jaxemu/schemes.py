@@ -295,13 +295,17 @@ class Auto(Scheme):
 
     name: str = "auto"
     block: int = 128
-    # Below these, native FP32 runs. Measured on an H200 (docs/performance.md):
-    # bf16x6 on the cuda backend ran at 0.33x SGEMM at 1024^3, 0.81x at 2048^3,
-    # 0.95x / 0.48x with K = 256 / M = 256, 1.02x at 8 x 2048^3, 1.31x at 4096^3.
+    # "device": the device's cost model (jaxemu/costs.py: calibrated with
+    # jaxemu.calibrate(), or shipped for the GPU model) decides where emulation
+    # pays and between pure and hybrid runs; where the device has none, and with
+    # "counts", slice-product counts and the two thresholds below do.
+    cost_model: str = "device"
+    # Below these, native FP32 runs (without a cost model). Measured on an H200
+    # (docs/performance.md): bf16x6 on the cuda backend ran at 0.33x SGEMM at
+    # 1024^3, 0.81x at 2048^3, 0.95x / 0.48x with K = 256 / M = 256, 1.02x at
+    # 8 x 2048^3, 1.31x at 4096^3.
     min_flops: float = 5e10
     min_dim: int = 2048
-    fast: str = "fp16x3"
-    safe: str = "bf16x6"
     source: str = "APE adapter (ICS 2022)"
     family: ClassVar[str] = "auto"
 
@@ -310,6 +314,9 @@ class Auto(Scheme):
             raise ValueError(f"scheme {self.name!r}: block must be a positive int, got {self.block!r}")
         if not isinstance(self.min_dim, int) or self.min_dim < 0:
             raise ValueError(f"scheme {self.name!r}: min_dim must be a non-negative int, got {self.min_dim!r}")
+        if self.cost_model not in ("device", "counts"):
+            raise ValueError(f"scheme {self.name!r}: cost_model must be 'device' or 'counts', "
+                             f"got {self.cost_model!r}")
 
     @property
     def unit_roundoff(self) -> float:
@@ -320,7 +327,8 @@ class Auto(Scheme):
         return 0
 
     def describe(self) -> str:
-        return f"auto: {self.fast} where safe per {self.block}-block, else {self.safe}, else fp32"
+        return (f"auto: fp16x3 where safe, else bf16x6, else fp32, per row/column, "
+                f"hybrids split at multiples of {self.block}; cost model: {self.cost_model}")
 
 
 # --------------------------------------------------------------------------

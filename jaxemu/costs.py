@@ -1,0 +1,194 @@
+"""Per-device cost model for ``auto`` (APE §5's light-weight strategy decider).
+
+``auto`` must know, for a product of a given shape on the device it runs on,
+how long native FP32, fp16x3 and bf16x6 take: to run FP32 where emulation
+does not pay, and to choose between a pure and a hybrid run. The model, per
+scheme s, is
+
+    t_s(B, M, N, K) = B * 2MNK / rate_s + B * (MN + MK + KN) * per_element_s + fixed_s
+
+(tensor-core work + the memory passes of splitting and combining + launch
+costs; a batch runs in the same launches), three non-negative coefficients fit by least squares on
+relative error to timed products. Where the coefficients come from, in order:
+
+1. a calibration measured on this device and backend with
+   ``jaxemu.calibrate()`` (``python -m jaxemu calibrate``), cached on disk
+   (``$JAXEMU_CACHE_DIR``, default ``~/.cache/jaxemu``);
+2. measurements shipped with jaxemu for a GPU model (the H200, cuda backend:
+   docs/performance.md);
+3. none: ``auto`` then falls back to its size thresholds (``min_flops``,
+   ``min_dim``) and slice-product counts, and says so in ``explain``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+Shape = Tuple[int, int, int, int]  # (B, M, N, K)
+SCHEMES = ("fp32", "fp16x3", "bf16x6")
+
+# H200 (driver 580.159.04, jax 0.11.2), cuda backend, 2026-11-21, inputs
+# uniform(-1, 1): milliseconds, medians after warm-up, from the runs in
+# docs/performance.md ("M = N = K = 8192" and "Other shapes" tables; the
+# emulated times are SGEMM's time over the speedup measured in the same run).
+_H200_SGEMM = {(1, 1024, 1024, 1024): 0.062, (1, 2048, 2048, 2048): 0.356, (1, 4096, 4096, 4096): 2.766,
+               (1, 8192, 8192, 8192): 22.12, (1, 16384, 16384, 16384): 169.4, (1, 8192, 8192, 256): 0.768,
+               (1, 256, 8192, 8192): 0.736, (8, 2048, 2048, 2048): 2.725}
+_H200_SPEEDUP = {  # x SGEMM, same order as _H200_SGEMM
+    "fp16x3": (0.35, 1.29, 2.22, 3.00, 3.07, 1.09, 0.92, 1.65),
+    "bf16x6": (0.33, 0.81, 1.31, 1.66, 1.62, 0.95, 0.48, 1.02),
+}
+
+
+def _h200_points() -> Dict[str, Dict[Shape, float]]:
+    pts = {"fp32": {s: ms * 1e-3 for s, ms in _H200_SGEMM.items()}}
+    for name, speedups in _H200_SPEEDUP.items():
+        pts[name] = {s: ms * 1e-3 / x for (s, ms), x in zip(_H200_SGEMM.items(), speedups)}
+    return pts
+
+
+# (device kind substring, backend) -> (source, measured points)
+SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-21 (docs/performance.md)", _h200_points)}
+
+
+def _features(shape: Shape) -> np.ndarray:
+    b, m, n, k = shape
+    return np.array([2.0 * b * m * n * k, float(b * (m * n + m * k + k * n)), 1.0])
+
+
+def _fit(points: Dict[Shape, float]) -> Tuple[float, float, float]:
+    """Non-negative (1/rate, per_element, fixed), least squares on relative error."""
+    from scipy.optimize import nnls
+    shapes = list(points)
+    t = np.array([points[s] for s in shapes])
+    x = np.stack([_features(s) for s in shapes]) / t[:, None]
+    coef, _ = nnls(x, np.ones(len(shapes)))
+    return tuple(float(c) for c in coef)
+
+
+@dataclasses.dataclass(frozen=True)
+class CostModel:
+    """Predicted seconds of a product per scheme, on one device and backend."""
+
+    device: str
+    backend: str
+    source: str
+    coefficients: Tuple[Tuple[str, Tuple[float, float, float]], ...]  # (scheme, (1/rate, per_elem, fixed))
+
+    @classmethod
+    def from_points(cls, device: str, backend: str, source: str,
+                    points: Dict[str, Dict[Shape, float]]) -> "CostModel":
+        missing = [s for s in SCHEMES if s not in points or len(points[s]) < 3]
+        if missing:
+            raise ValueError(f"a cost model needs >= 3 timed shapes for each of {SCHEMES}; missing {missing}")
+        return cls(device, backend, source, tuple((s, _fit(points[s])) for s in SCHEMES))
+
+    def time(self, scheme: str, shape: Shape) -> float:
+        coef = dict(self.coefficients)
+        if scheme not in coef:
+            raise ValueError(f"the cost model knows {SCHEMES}, not {scheme!r}")
+        return float(_features(shape) @ np.array(coef[scheme]))
+
+    def gather_time(self, shape: Shape) -> float:
+        """Permuting A's rows (or B's columns) and C's: one pass over B*(MK + 2MN)
+        elements, costed as the memory term of fp32's fit (or fp16x3's where
+        fp32's came out zero)."""
+        b, m, n, k = shape
+        coef = dict(self.coefficients)
+        per_elem = coef["fp32"][1] or coef["fp16x3"][1]
+        return b * (m * k + 2 * m * n) * per_elem
+
+    def to_json(self) -> dict:
+        return dict(device=self.device, backend=self.backend, source=self.source,
+                    coefficients={s: list(c) for s, c in self.coefficients})
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CostModel":
+        return cls(d["device"], d["backend"], d["source"],
+                   tuple((s, tuple(float(x) for x in d["coefficients"][s])) for s in SCHEMES))
+
+
+def cache_path() -> Path:
+    root = os.environ.get("JAXEMU_CACHE_DIR") or Path.home() / ".cache" / "jaxemu"
+    return Path(root) / "costs.json"
+
+
+def _cache_key(device: str, backend: str) -> str:
+    import jax
+
+    from . import __version__
+    return f"{device}|{backend}|jax {jax.__version__}|jaxemu {__version__}"
+
+
+def _read_cache() -> dict:
+    try:
+        return json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def model_for(device: str, backend: str) -> Optional[CostModel]:
+    """The calibrated model cached for (device, backend), else the shipped one, else None."""
+    cached = _read_cache().get(_cache_key(device, backend))
+    if cached is not None:
+        return CostModel.from_json(cached)
+    for (kind, be), (source, points) in SHIPPED.items():
+        if kind in device and be == backend:
+            return _shipped(kind, be, device, source, points)
+    return None
+
+
+_SHIPPED_MODELS: Dict[Tuple[str, str], CostModel] = {}
+
+
+def _shipped(kind, backend, device, source, points) -> CostModel:
+    if (kind, backend) not in _SHIPPED_MODELS:
+        _SHIPPED_MODELS[(kind, backend)] = CostModel.from_points(device, backend, source, points())
+    return _SHIPPED_MODELS[(kind, backend)]
+
+
+def default_shapes(platform: str) -> Sequence[Shape]:
+    if platform == "cpu":  # small, so that calibrating a CPU takes seconds
+        return [(1, 128, 128, 128), (1, 256, 256, 256), (1, 384, 384, 384), (1, 512, 512, 64)]
+    return [(1, 1024, 1024, 1024), (1, 2048, 2048, 2048), (1, 4096, 4096, 4096), (1, 4096, 4096, 256),
+            (1, 256, 4096, 4096), (4, 2048, 2048, 2048)]
+
+
+def calibrate(shapes: Optional[Sequence[Shape]] = None, *, device=None, repeats: int = 5,
+              save: bool = True) -> CostModel:
+    """Time fp32, fp16x3 and bf16x6 products on ``device`` (default: JAX's
+    first device) with the backend auto would use there, fit the cost model,
+    and (``save=True``) cache it on disk for ``auto``. Takes seconds to a minute."""
+    import jax
+
+    from . import api, testing
+    from .backends import backend_for
+    device = device or jax.devices()[0]
+    backend = backend_for("auto", device.platform)
+    shapes = list(shapes or default_shapes(device.platform))
+    if len(shapes) < 3:
+        raise ValueError(f"calibrate needs at least 3 shapes (3 coefficients per scheme), got {len(shapes)}")
+    rng = np.random.default_rng(0)
+    points: Dict[str, Dict[Shape, float]] = {s: {} for s in SCHEMES}
+    for shape in shapes:
+        b, m, n, k = shape
+        x = jax.device_put(rng.uniform(-1, 1, (b, m, k)).astype(np.float32), device)
+        y = jax.device_put(rng.uniform(-1, 1, (b, k, n)).astype(np.float32), device)
+        for s in SCHEMES:
+            f = jax.jit(lambda x, y, s=s: api.matmul(x, y, scheme=s,
+                                                     backend=None if s == "fp32" else backend))
+            points[s][shape] = testing.median_time(lambda: f(x, y), repeats)
+    model = CostModel.from_points(device.device_kind, backend,
+                                  f"calibrated on this machine ({len(shapes)} shapes)", points)
+    if save:
+        cache = _read_cache()
+        cache[_cache_key(device.device_kind, backend)] = model.to_json()
+        path = cache_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cache, indent=1))
+    return model

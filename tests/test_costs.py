@@ -1,0 +1,82 @@
+"""auto's per-device cost model: the shipped H200 model, calibration and its
+cache, and the decisions the model leads to."""
+import jax
+import numpy as np
+import pytest
+
+import jaxemu
+from jaxemu import auto, costs
+
+H200 = costs.model_for("NVIDIA H200", "cuda")
+MEASURED = costs._h200_points()
+
+
+def test_the_shipped_h200_model_reproduces_its_measurements():
+    assert H200 is not None and "shipped" in H200.source
+    for scheme, points in MEASURED.items():
+        for shape, t in points.items():
+            ratio = H200.time(scheme, shape) / t
+            square = shape[0] == 1 and len(set(shape[1:])) == 1 and shape[1] >= 2048
+            assert (0.88 <= ratio <= 1.12) if square else (0.6 <= ratio <= 1.4), (scheme, shape, ratio)
+
+
+@pytest.mark.parametrize("in_range", [True, False])
+def test_on_the_h200_auto_never_picks_what_measured_slower_than_sgemm(in_range):
+    """For every measured shape, the scheme auto's plan runs (fp16x3-range data,
+    or wide-range data that only bf16x6 or FP32 may take) measured at most
+    10 % slower than SGEMM in the same run."""
+    s = jaxemu.get_scheme("auto")
+    for shape, t32 in MEASURED["fp32"].items():
+        pl = auto.plan(*shape, s, model=H200)
+        ok = [c for c in pl.candidates if in_range or c.scheme != "fp16x3" and c.side == "all"]
+        pick = ok[0]
+        assert pick.side == "all"  # uniform data: no hybrid is allowed but the pure runs
+        assert MEASURED[pick.scheme][shape] <= 1.1 * t32, (shape, pick)
+    # and emulation where it paid 2x or more:
+    assert auto.plan(1, 8192, 8192, 8192, s, model=H200).candidates[0].scheme == "fp16x3"
+
+
+def test_plans_keep_only_candidates_that_pay():
+    s = jaxemu.get_scheme("auto")
+    for shape in [(1, 2048, 2048, 2048), (1, 8192, 8192, 8192), (4, 4096, 4096, 1024), (1, 8192, 1024, 8192)]:
+        pl = auto.plan(*shape, s, model=H200)
+        t32 = H200.time("fp32", shape)
+        times = [c.time for c in pl.candidates]
+        assert times == sorted(times) and pl.candidates[-1].scheme == "fp32"
+        assert all(c.time <= auto.PAYS * t32 for c in pl.candidates if c.scheme != "fp32")
+        assert all(c.split % s.block == 0 and 0 < c.split for c in pl.candidates if c.side != "all")
+    # 8192^3: hybrids (3 or 6 products per row, one gather) sit between fp16x3 and bf16x6.
+    labels = [c.label for c in auto.plan(1, 8192, 8192, 8192, s, model=H200).candidates]
+    assert labels[0] == "fp16x3" and "fp16x3+bf16x6" in labels and labels.index("bf16x6") > labels.index("fp16x3+bf16x6")
+    # 1024^3 on an H200: nothing pays.
+    pl = auto.plan(1, 1024, 1024, 1024, s, model=H200)
+    assert pl.static == "fp32" and "does not pay" in pl.reason
+
+
+def test_calibration_is_cached_and_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAXEMU_CACHE_DIR", str(tmp_path))
+    dev = jax.devices()[0]
+    assert costs.model_for(dev.device_kind, "xla") is None  # nothing shipped for this CPU
+    shapes = [(1, 32, 32, 32), (1, 64, 64, 64), (1, 96, 96, 48), (2, 64, 32, 64)]
+    model = jaxemu.calibrate(shapes, repeats=2)
+    assert (tmp_path / "costs.json").exists() and "calibrated" in model.source
+    assert costs.model_for(dev.device_kind, "xla") == model
+    for name, coef in model.coefficients:
+        assert all(c >= 0 for c in coef) and any(c > 0 for c in coef)
+        assert model.time(name, (1, 512, 512, 512)) > model.time(name, (1, 64, 64, 64)) > 0
+    # auto now plans with it, and explain says so.
+    pl = auto.plan(1, 4096, 4096, 4096, jaxemu.get_scheme("auto"), "cpu", "xla")
+    assert pl.cost_source == model.source
+    a = np.ones((64, 64), np.float32)
+    assert "calibrated" in jaxemu.explain(lambda a, b: a @ b, a, a, scheme="auto")[0].reason
+    # a model round-trips through JSON
+    assert costs.CostModel.from_json(model.to_json()) == model
+
+
+def test_cost_model_errors():
+    with pytest.raises(ValueError, match="at least 3 shapes"):
+        jaxemu.calibrate([(1, 8, 8, 8)], save=False)
+    with pytest.raises(ValueError, match="knows"):
+        H200.time("bf16x3", (1, 8, 8, 8))
+    with pytest.raises(ValueError, match="cost_model must be"):
+        jaxemu.get_scheme("auto").replace(cost_model="fast")
