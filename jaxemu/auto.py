@@ -12,11 +12,12 @@
    would lose bits in fp16x3, and only its partner in B decides whether that
    matters, so auto assumes it does.
 2. Candidates (static, per shape): pure fp32, fp16x3, bf16x6, and hybrids
-   (APE's block-wise hybrid at panel granularity): the fp16-safe rows of A
-   are gathered to the top and the first p of them run fp16x3, the other
-   M - p rows bf16x6 (or the same with columns of B), p a multiple of
-   ``block`` at 1/4, 1/2, 3/4 of M. Gathering instead of masking tiles means
-   no scheme computes a block it does not keep, on any backend.
+   (APE's block-wise hybrid at row/column granularity): A's fp16-safe rows
+   and B's fp16-safe columns are gathered to the front; the top-left p x q
+   block of C runs fp16x3, the rest bf16x6 (two or three products). One-sided
+   splits (q = N or p = M) at 1/4, 1/2, 3/4 of M (N), two-sided ones at 1/2
+   and 3/4, in multiples of ``block``. Gathering instead of masking tiles
+   means no scheme computes a block it does not keep, on any backend.
 3. Each candidate's time comes from the device's cost model (costs.py:
    calibrated or shipped per GPU model); without one, from slice-product
    counts plus the size thresholds ``min_flops`` / ``min_dim``. Emulated
@@ -50,7 +51,8 @@ SAFE_MAX_EXP = 100
 # Emulation must be predicted at least this much faster than FP32 to be tried
 # (the cost model's error and the class scan's cost are the margin).
 PAYS = 0.9
-SPLIT_FRACTIONS = (0.25, 0.5, 0.75)
+SPLIT_FRACTIONS = (0.25, 0.5, 0.75)   # one-sided hybrids
+BOTH_FRACTIONS = (0.5, 0.75)          # two-sided: fewer, each one is a branch to compile
 
 CHOICES = ("fp16x3", "bf16x6", "fp32")
 CLASS = {name: i for i, name in enumerate(CHOICES)}
@@ -59,18 +61,19 @@ _COUNT_COST = {"fp16x3": 3.0, "bf16x6": 6.0, "fp32": 14.0}  # as tune.product_co
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
-    """One way to run a product: ``side`` "all" runs ``scheme`` on everything;
-    "rows" ("cols") runs fp16x3 on ``split`` fp16-safe rows of A (columns of
-    B) and ``scheme`` on the rest."""
+    """One way to run a (M, K) x (K, N) product: fp16x3 on the first ``rows``
+    fp16-safe rows of A times the first ``cols`` fp16-safe columns of B, and
+    ``scheme`` on the rest of C; ``hybrid=False``: ``scheme`` on all of C."""
 
-    side: str
     scheme: str
-    split: int
     time: float
+    hybrid: bool = False
+    rows: int = 0
+    cols: int = 0
 
     @property
     def label(self) -> str:
-        return self.scheme if self.side == "all" else f"fp16x3+{self.scheme}"
+        return f"fp16x3+{self.scheme}" if self.hybrid else self.scheme
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,8 +90,15 @@ class AutoPlan:
         return self.candidates[0].scheme if len(self.candidates) == 1 else None
 
 
-def _splits(r: int, block: int) -> List[int]:
-    return sorted({int(f * r) // block * block for f in SPLIT_FRACTIONS} - {0, r})
+def _splits(r: int, block: int, fractions) -> List[int]:
+    return sorted({int(f * r) // block * block for f in fractions} - {0, r})
+
+
+def _hybrid_splits(m: int, n: int, block: int) -> List[Tuple[int, int]]:
+    """(rows, cols) of the fp16x3 block of each hybrid candidate."""
+    one = [(p, n) for p in _splits(m, block, SPLIT_FRACTIONS)] + [(m, q) for q in _splits(n, block, SPLIT_FRACTIONS)]
+    both = [(p, q) for p in _splits(m, block, BOTH_FRACTIONS) for q in _splits(n, block, BOTH_FRACTIONS)]
+    return one + both
 
 
 def _cost_model(s: Auto, platform: Optional[str], backend: Optional[str]):
@@ -116,10 +126,10 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
         source = "slice-product counts (no cost model for this device: see jaxemu.calibrate)"
         flops = 2 * bsz * m * n * k
         if flops < s.min_flops:
-            return AutoPlan((Candidate("all", "fp32", 0, 0.0),),
+            return AutoPlan((Candidate("fp32", 0.0),),
                             f"2MNK = {flops:.3g} < {s.min_flops:.3g}: too small for emulation to pay", source)
         if min(m, n, k) < s.min_dim:
-            return AutoPlan((Candidate("all", "fp32", 0, 0.0),),
+            return AutoPlan((Candidate("fp32", 0.0),),
                             f"min(M, N, K) = {min(m, n, k)} < {s.min_dim}: too thin for emulation to pay", source)
 
         def cost(name, b, mm, nn, kk):
@@ -132,19 +142,19 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
             return model.time(name, (b, mm, nn, kk))
         gather = model.gather_time(shape)
     t32 = cost("fp32", *shape)
-    cands = [Candidate("all", name, 0, cost(name, *shape)) for name in CHOICES]
-    for p in _splits(m, s.block):
-        cands.append(Candidate("rows", "bf16x6", p, cost("fp16x3", bsz, p, n, k)
-                               + cost("bf16x6", bsz, m - p, n, k) + gather))
-    for p in _splits(n, s.block):
-        cands.append(Candidate("cols", "bf16x6", p, cost("fp16x3", bsz, m, p, k)
-                               + cost("bf16x6", bsz, m, n - p, k) + gather))
+    cands = [Candidate(name, cost(name, *shape)) for name in CHOICES]
+    for p, q in _hybrid_splits(m, n, s.block):
+        # fp16x3 on C[:p, :q]; bf16x6 on C[:p, q:] and C[p:, :] (empty parts cost nothing)
+        t = cost("fp16x3", bsz, p, q, k) + gather
+        t += cost("bf16x6", bsz, p, n - q, k) if q < n else 0.0
+        t += cost("bf16x6", bsz, m - p, n, k) if p < m else 0.0
+        cands.append(Candidate("bf16x6", t, True, p, q))
     t6 = cands[1].time
-    keep = [c for c in cands if c.scheme == "fp32" and c.side == "all"
-            or (c.time <= PAYS * t32 and (c.side == "all" or c.time < t6))]
+    keep = [c for c in cands if (c.scheme == "fp32" and not c.hybrid)
+            or (c.time <= PAYS * t32 and (not c.hybrid or c.time < t6))]
     keep.sort(key=lambda c: c.time)
     if len(keep) == 1:
-        best = min(cands[:2], key=lambda c: c.time)
+        best = min(cands[:2], key=lambda c: c.time)  # the faster pure emulation
         return AutoPlan(tuple(keep), f"the cost model predicts {best.scheme} {best.time * 1e3:.3g} ms against "
                         f"FP32's {t32 * 1e3:.3g} ms: emulation does not pay here", source)
     return AutoPlan(tuple(keep), "the fastest candidate the data allow, chosen at run time", source)
@@ -197,11 +207,13 @@ def block_counts(a, b, s: Auto):
 
 def _allowed(cand: Candidate, ca, cb):
     """Whether the row classes ca (B, M) and column classes cb (B, N) allow ``cand``."""
-    if cand.side == "all":
-        return jnp.maximum(ca.max(initial=0), cb.max(initial=0)) <= CLASS[cand.scheme]
-    fast, other = (ca, cb) if cand.side == "rows" else (cb, ca)
-    return ((other.max(initial=0) == 0) & (fast.max(initial=0) <= CLASS[cand.scheme])
-            & ((fast == 0).sum(axis=1).min(initial=fast.shape[1]) >= cand.split))
+    worst = CLASS[cand.scheme]
+    if not cand.hybrid:
+        return jnp.maximum(ca.max(initial=0), cb.max(initial=0)) <= worst
+
+    def enough(c, need):  # at least ``need`` fp16-safe rows in every batch element
+        return (c == 0).sum(axis=1).min(initial=c.shape[1]) >= need
+    return (ca.max(initial=0) <= worst) & (cb.max(initial=0) <= worst) & enough(ca, cand.rows) & enough(cb, cand.cols)
 
 
 def _run(cand: Candidate, a, b, ca, cb, platform, level_sum):
@@ -209,18 +221,24 @@ def _run(cand: Candidate, a, b, ca, cb, platform, level_sum):
 
     def dot(x, y, name):
         return xla.canonical_dot(x, y, get_scheme(name), platform, level_sum)
-    if cand.side == "all":
+    if not cand.hybrid:
         return dot(a, b, cand.scheme)
-    p = cand.split
-    if cand.side == "rows":  # fp16-safe rows of A first (stable), C's rows back in place
-        perm = jnp.argsort(ca, axis=1, stable=True)
-        a = jnp.take_along_axis(a, perm[:, :, None], axis=1)
-        c = jnp.concatenate([dot(a[:, :p], b, "fp16x3"), dot(a[:, p:], b, cand.scheme)], axis=1)
-        return jnp.take_along_axis(c, jnp.argsort(perm, axis=1)[:, :, None], axis=1)
-    perm = jnp.argsort(cb, axis=1, stable=True)
-    b = jnp.take_along_axis(b, perm[:, None, :], axis=2)
-    c = jnp.concatenate([dot(a, b[:, :, :p], "fp16x3"), dot(a, b[:, :, p:], cand.scheme)], axis=2)
-    return jnp.take_along_axis(c, jnp.argsort(perm, axis=1)[:, None, :], axis=2)
+    m, n, p, q = a.shape[1], b.shape[2], cand.rows, cand.cols
+    # fp16-safe rows of A and columns of B first (stable sorts keep their order).
+    row_perm = jnp.argsort(ca, axis=1, stable=True)
+    col_perm = jnp.argsort(cb, axis=1, stable=True)
+    a = jnp.take_along_axis(a, row_perm[:, :, None], axis=1) if p < m else a
+    b = jnp.take_along_axis(b, col_perm[:, None, :], axis=2) if q < n else b
+    top = dot(a[:, :p], b[:, :, :q], "fp16x3")
+    if q < n:
+        top = jnp.concatenate([top, dot(a[:, :p], b[:, :, q:], cand.scheme)], axis=2)
+    c = jnp.concatenate([top, dot(a[:, p:], b, cand.scheme)], axis=1) if p < m else top
+    # C's rows and columns back in place.
+    if p < m:
+        c = jnp.take_along_axis(c, jnp.argsort(row_perm, axis=1)[:, :, None], axis=1)
+    if q < n:
+        c = jnp.take_along_axis(c, jnp.argsort(col_perm, axis=1)[:, None, :], axis=2)
+    return c
 
 
 def choice_index(pl: AutoPlan, ca, cb):
@@ -253,8 +271,8 @@ def auto_dot(a, b, s: Auto, platform: str, level_sum=None):
 def auto_report(a, b, scheme="auto", platform: Optional[str] = None) -> Dict[str, object]:
     """What ``auto`` does for 2-D operands a (m, k) and b (k, n) on
     ``platform`` (default: JAX's default backend): the plan it runs
-    ("fp16x3", "bf16x6", "fp32" or a hybrid "fp16x3+bf16x6" with the rows or
-    columns given to fp16x3), why, the output-block counts per class, and the
+    ("fp16x3", "bf16x6", "fp32" or a hybrid "fp16x3+bf16x6", with ``split``
+    the size of the block of C given to fp16x3), why, the output-block counts per class, and the
     cost model used."""
     import jax
 
@@ -271,7 +289,6 @@ def auto_report(a, b, scheme="auto", platform: Optional[str] = None) -> Dict[str
     ca, cb = classes(a, b)
     cand = pl.candidates[int(choice_index(pl, ca, cb))]
     n16, n6, n32 = (int(x) for x in block_counts(a, b, s))
-    split = None if cand.side == "all" else dict(side=cand.side, fp16x3=cand.split,
-                                                 of=a.shape[1] if cand.side == "rows" else b.shape[2])
+    split = dict(rows=cand.rows, cols=cand.cols, of=(a.shape[1], b.shape[2])) if cand.hybrid else None
     return dict(scheme=cand.label, reason=pl.reason, blocks=dict(fp16x3=n16, bf16x6=n6, fp32=n32),
                 split=split, cost_model=pl.cost_source)
