@@ -92,11 +92,14 @@ def scaled_residual(a, x, b):
     return float(r / (np.linalg.norm(a, np.inf) * np.linalg.norm(x, np.inf) * n * EPS64))
 
 
-def classical_ir(a, b, factors, max_iter=50):
-    """x_{i+1} = x_i + (LU)^-1 (b - A x_i). Returns (x, corrections, scaled residual)."""
+def classical_ir(a, b, factors, max_iter=50, history=None):
+    """x_{i+1} = x_i + (LU)^-1 (b - A x_i). Returns (x, corrections, scaled residual);
+    appends the scaled residual of every iterate to ``history`` if given."""
     x = factors.solve(b)
     for it in range(max_iter + 1):
         res = scaled_residual(a, x, b)
+        if history is not None:
+            history.append(res)
         if res < 16 or not np.isfinite(res) or it == max_iter:
             return x, it, res
         x = x + factors.solve(b - a @ x)
@@ -127,13 +130,16 @@ def gmres(op, rhs, tol, max_steps):
     return v[:j + 1].T @ y, j + 1
 
 
-def gmres_ir(a, b, factors, max_iter=10, tol=1e-8, max_steps=50):
+def gmres_ir(a, b, factors, max_iter=10, tol=1e-8, max_steps=50, history=None):
     """Each correction d solves (LU)^-1 P A d = (LU)^-1 P r by GMRES.
-    Returns (x, corrections, total GMRES steps, scaled residual)."""
+    Returns (x, corrections, total GMRES steps, scaled residual); appends
+    (GMRES steps so far, scaled residual) of every iterate to ``history``."""
     x = factors.solve(b)
     steps = 0
     for it in range(max_iter + 1):
         res = scaled_residual(a, x, b)
+        if history is not None:
+            history.append((steps, res))
         if res < 16 or not np.isfinite(res) or it == max_iter:
             return x, it, steps, res
         d, k = gmres(lambda v: factors.solve(a @ v), factors.solve(b - a @ x), tol, max_steps)
@@ -174,7 +180,8 @@ def run(n=512, block=128, scheme="bf16", matrix="uniform", seed=0, repeats=3, ma
     """Factor with `scheme`, refine both ways. Returns a dict: initial_residual
     (scaled, before refinement), ir_iters / ir_residual / ir_converged,
     gmres_outer / gmres_steps / gmres_residual / gmres_converged, factor_s,
-    ir_s, gmres_s (median times) and f64_s (scipy float64 LU solve).
+    ir_s, gmres_s (median times) and f64_s (scipy float64 LU solve); ir_history
+    and gmres_history, the scaled residual per iterate.
     data = (a, b) as from make_system skips regenerating the system."""
     a, b = data if data is not None else make_system(n, matrix, seed)
     aj = jnp.asarray(a, jnp.float32)
@@ -183,10 +190,12 @@ def run(n=512, block=128, scheme="bf16", matrix="uniform", seed=0, repeats=3, ma
     f = Factors(lu, perm)
     out = dict(scheme=str(scheme), matrix=matrix, n=a.shape[0],
                initial_residual=scaled_residual(a, f.solve(b), b))
-    x, it, res = classical_ir(a, b, f, max_iter)
-    out.update(ir_iters=it, ir_residual=res, ir_converged=res < 16)
-    x, it, steps, res = gmres_ir(a, b, f)
-    out.update(gmres_outer=it, gmres_steps=steps, gmres_residual=res, gmres_converged=res < 16)
+    ir_hist, gm_hist = [], []
+    x, it, res = classical_ir(a, b, f, max_iter, history=ir_hist)
+    out.update(ir_iters=it, ir_residual=res, ir_converged=res < 16, ir_history=ir_hist)
+    x, it, steps, res = gmres_ir(a, b, f, history=gm_hist)
+    out.update(gmres_outer=it, gmres_steps=steps, gmres_residual=res, gmres_converged=res < 16,
+               gmres_history=gm_hist)
     out["factor_s"] = median_time(lambda: factor(aj, block), repeats)
     out["ir_s"] = median_time(lambda: classical_ir(a, b, f, max_iter)[0], repeats)
     out["gmres_s"] = median_time(lambda: gmres_ir(a, b, f)[0], repeats)
@@ -206,6 +215,7 @@ def main(argv=None):
     p.add_argument("--max-iter", type=int, default=50, help="classical IR steps at most (default 50)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs (default 3)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", default=None, help="PNG path: scaled residual per refinement step (needs matplotlib)")
     args = p.parse_args(argv)
 
     rows = []
@@ -231,7 +241,36 @@ def main(argv=None):
                   f"{r['factor_s'] * 1e3:>8.1f}ms{best:>10}")
     print("resid: HPL scaled residual ||Ax-b||/(||A|| ||x|| n eps), accepted below 16; (no): not converged;\n"
           "best/f64: (factor + the faster converged refinement) / the float64 LU solve's time")
+    if args.plot:
+        plot_convergence(rows, args.plot)
     return rows
+
+
+def plot_convergence(rows, path):
+    """Scaled residual against refinement step, classical IR and GMRES-IR
+    (x axis: GMRES steps), one line per scheme and matrix."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    names = list(dict.fromkeys(r["scheme"] for r in rows))
+    color = {n: f"C{i % 10}" for i, n in enumerate(names)}  # one color per scheme, a style per matrix
+    for r in rows:
+        style = "-" if r["matrix"] == "uniform" else ":"
+        ax1.semilogy(range(len(r["ir_history"])), r["ir_history"], style, marker="o", ms=3,
+                     color=color[r["scheme"]], label=f"{r['scheme']} ({r['matrix']})")
+        steps, res = zip(*r["gmres_history"])
+        ax2.semilogy(steps, res, style, marker="o", ms=3, color=color[r["scheme"]])
+    for ax, title, xl in ((ax1, "classical IR", "refinement step"), (ax2, "GMRES-IR", "GMRES steps (total)")):
+        ax.axhline(16, color="k", lw=0.8)
+        ax.set_title(f"{title}, n = {rows[0]['n']}")
+        ax.set_xlabel(xl)
+        ax.grid(alpha=0.3)
+    ax1.set_ylabel("HPL scaled residual (accepted < 16)")
+    ax1.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
 
 
 if __name__ == "__main__":

@@ -125,9 +125,18 @@ def _cache_key(device: str, backend: str) -> str:
     return f"{device}|{backend}|jax {jax.__version__}|jaxemu {__version__}"
 
 
+_CACHE_MEMO: Dict[Tuple[str, float], dict] = {}
+
+
 def _read_cache() -> dict:
+    """The cache file's contents (re-read only when its modification time changes:
+    auto consults it every time it traces a product)."""
+    path = cache_path()
     try:
-        return json.loads(cache_path().read_text())
+        key = (str(path), path.stat().st_mtime)
+        if key not in _CACHE_MEMO:
+            _CACHE_MEMO[key] = json.loads(path.read_text())
+        return _CACHE_MEMO[key]
     except (OSError, ValueError):
         return {}
 
@@ -186,7 +195,7 @@ def calibrate(shapes: Optional[Sequence[Shape]] = None, *, device=None, repeats:
     model = CostModel.from_points(device.device_kind, backend,
                                   f"calibrated on this machine ({len(shapes)} shapes)", points)
     if save:
-        cache = _read_cache()
+        cache = dict(_read_cache())
         cache[_cache_key(device.device_kind, backend)] = model.to_json()
         path = cache_path()
         path.parent.mkdir(parents=True, exist_ok=True)

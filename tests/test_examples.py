@@ -130,6 +130,9 @@ def test_hpl_ai_bf16x6_classical_ir(hpl):
     assert r["ir_converged"] and r["ir_residual"] < 16, r
     assert r["ir_iters"] <= 3, r  # as from FP32 factors (2); BF16/FP16/TF32 factors need 7 or more
     assert r["gmres_converged"] and r["gmres_outer"] <= 2, r
+    # The histories record every iterate: the first is the unrefined solve, the last the accepted one.
+    assert len(r["ir_history"]) == r["ir_iters"] + 1 and r["ir_history"][-1] == r["ir_residual"]
+    assert r["ir_history"][0] == r["initial_residual"] and r["gmres_history"][-1] == (r["gmres_steps"], r["gmres_residual"])
 
 
 @pytest.mark.parametrize("matrix", ["uniform", "diagdom"])
