@@ -144,6 +144,7 @@ def main(argv=None):
                    help="'sgd' (hand-written) or an optax optimizer name such as adam (needs optax)")
     p.add_argument("--schemes", default=DEFAULT_SCHEMES, help=f"comma list (default {DEFAULT_SCHEMES})")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", default=None, help="PNG path: loss curves and their distance from FP32's")
     args = p.parse_args(argv)
     if args.optimizer != "sgd":
         try:
@@ -165,7 +166,31 @@ def main(argv=None):
         rows.append(r)
         print(f"{r['scheme']:<14}" + "".join(f"{r['curve'][i]:>12.5f}" for i in marks)
               + f"{r['final_rel']:>15.2e}{r['curve_max_rel']:>17.2e}{r['step_time_s'] * 1e3:>10.2f}ms")
+    if args.plot:
+        plot_curves(rows, args.plot, f"MLP {args.d_in}-{args.hidden}-{args.hidden}-out, {args.task}")
     return rows
+
+
+def plot_curves(rows, path, title):
+    """Loss per step, and |loss - FP32's loss| / FP32's loss per step, one line per scheme."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for r in rows:
+        steps = np.arange(1, len(r["curve"]) + 1)
+        ax1.semilogy(steps, r["curve"], lw=1, label=r["scheme"])
+        rel = np.abs(r["curve"] - r["_ref"]) / np.abs(r["_ref"])
+        ax2.semilogy(steps, np.maximum(rel, 1e-10), ".", ms=2.5, label=r["scheme"])  # 0 (identical) drawn at 1e-10
+    ax1.set_title(f"{title}: training loss")
+    ax2.set_title("relative distance from the FP32 run's loss (floor 1e-10)")
+    for ax in (ax1, ax2):
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    ax1.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
 
 
 if __name__ == "__main__":
