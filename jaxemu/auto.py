@@ -6,7 +6,14 @@
        the f32 range ends: fp16x3 keeps 22+ bits of every value after scaling;
      class 1 "bf16": away from the f32 range ends: bf16x6 is exact;
      class 2 "fp32": values beyond 2^100 or below 2^-100, where slices or
-       their residuals under- or overflow.
+       their residuals under- or overflow -- or values whose products with
+       the other operand's would leave FP32's normal range: bf16x6 does not
+       scale, so its smallest slice products sit 2^-16 below the product and
+       are flushed where FP32's own product is still normal (a row at 2^-60
+       times a column at 2^-60), and a slice rounded up can overflow where
+       the product does not (2^64 - ulp squared). Each row is paired with the
+       smallest (largest) exponent of the whole other operand, so every pair
+       of rows and columns that is not class 2 is safe.
    An output element needs the higher class of its row and column. The
    fp16 test is strict on purpose: one value 2^-25 below its row's maximum
    would lose bits in fp16x3, and only its partner in B decides whether that
@@ -29,6 +36,11 @@
    allowed, so every input has a safe branch.
 NaN/Inf need no class of their own: every scheme reproduces FP32's NaN/Inf
 pattern (backends/xla.py).
+Known limit: fp16x3 keeps 22-23 significant bits per value, so at very small
+K (below ~32, where FP32 makes few roundings) its error can reach ~3x FP32's.
+auto never emulates such products by default: the size thresholds need
+K >= 2048, and the H200 cost model predicts FP32 faster for K <= 128 at any
+M = N up to 32768.
 """
 from __future__ import annotations
 
@@ -48,6 +60,11 @@ FP16_SPREAD = 24
 # and partial sums cannot overflow.
 SAFE_MIN_EXP = -100
 SAFE_MAX_EXP = 100
+# Window for the exponent sum of a value of A and a value of B: bf16x6's
+# lowest slice products (2^-16 below) stay normal down to a sum of -110, and
+# slices rounded up cannot overflow below 126; margins of 10 and 2.
+PAIR_MIN_EXP = -100
+PAIR_MAX_EXP = 124
 # Emulation must be predicted at least this much faster than FP32 to be tried
 # (the cost model's error and the class scan's cost are the margin).
 PAYS = 0.9
@@ -134,18 +151,22 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
 
         def cost(name, b, mm, nn, kk):
             return 2.0 * b * mm * nn * kk * _COUNT_COST[name]
-        gather = 0.0
+
+        def gather(rows, cols):
+            return 0.0
     else:
         source = model.source
 
         def cost(name, b, mm, nn, kk):
             return model.time(name, (b, mm, nn, kk))
-        gather = model.gather_time(shape)
+
+        def gather(rows, cols):
+            return model.gather_time(shape, rows, cols)
     t32 = cost("fp32", *shape)
     cands = [Candidate(name, cost(name, *shape)) for name in CHOICES]
     for p, q in _hybrid_splits(m, n, s.block):
         # fp16x3 on C[:p, :q]; bf16x6 on C[:p, q:] and C[p:, :] (empty parts cost nothing)
-        t = cost("fp16x3", bsz, p, q, k) + gather
+        t = cost("fp16x3", bsz, p, q, k) + gather(p < m, q < n)
         t += cost("bf16x6", bsz, p, n - q, k) if q < n else 0.0
         t += cost("bf16x6", bsz, m - p, n, k) if p < m else 0.0
         cands.append(Candidate("bf16x6", t, True, p, q))
@@ -167,19 +188,42 @@ def size_choice(b: int, m: int, n: int, k: int, s: Auto, platform: Optional[str]
     return (pl.static, pl.reason) if pl.static else ("", "")
 
 
-def _row_classes(x):
-    """Class (0, 1, 2) of each row of canonical x (B, R, C), over its C values:
-    the granularity of fp16x3's power-of-two scaling (a row of A, a column of B)."""
+def _row_exponents(x):
+    """(nonzero, smallest exponent, largest exponent) of each row of canonical
+    x (B, R, C) over its finite values; each (B, R)."""
     from .backends.xla import exponent
     ax = jnp.abs(jnp.where(jnp.isfinite(x), x, 0.0))
-    amax = jnp.max(ax, axis=2)
-    amin = jnp.min(jnp.where(ax > 0, ax, jnp.inf), axis=2)
-    emax = exponent(amax)
-    emin = exponent(jnp.where(jnp.isinf(amin), amax, amin))
-    nonzero = amax > 0
-    in_window = ~nonzero | ((emax <= SAFE_MAX_EXP) & (emin >= SAFE_MIN_EXP))
-    fp16_ok = in_window & (~nonzero | (emax - emin <= FP16_SPREAD))
-    return jnp.where(fp16_ok, 0, jnp.where(in_window, 1, 2))  # (B, R)
+    amax = jnp.max(ax, axis=2, initial=0.0)
+    amin = jnp.min(jnp.where(ax > 0, ax, jnp.inf), axis=2, initial=jnp.inf)
+    return amax > 0, exponent(jnp.where(jnp.isinf(amin), amax, amin)), exponent(amax)
+
+
+def classes(a, b):
+    """Class (0, 1, 2) of each row of canonical a (B, M, K) and each column of
+    b (B, K, N): (B, M) and (B, N).
+
+    A row passes the pair test against the smallest and largest exponents of
+    the other operand's rows that pass their own window (the others are
+    class 2, so their pairs run FP32 anyway). If rows i and j both pass,
+    e_i + e_j is within [PAIR_MIN_EXP, PAIR_MAX_EXP] for all their values.
+    Conservative: one tiny value in a row pairs with the other operand's
+    tiniest, whether or not they meet in a product."""
+    sides = [_row_exponents(a), _row_exponents(jnp.swapaxes(b, 1, 2))]
+    own = [(emax <= SAFE_MAX_EXP) & (emin >= SAFE_MIN_EXP) for _, emin, emax in sides]
+
+    def extremes(side, ok):  # per batch element; rows that are zero or fail their window do not count
+        nonzero, emin, emax = side
+        use = nonzero & ok
+        lo = jnp.min(jnp.where(use, emin, SAFE_MAX_EXP), axis=1, initial=SAFE_MAX_EXP)
+        hi = jnp.max(jnp.where(use, emax, SAFE_MIN_EXP), axis=1, initial=SAFE_MIN_EXP)
+        return lo[:, None], hi[:, None]
+    others = [extremes(sides[1], own[1]), extremes(sides[0], own[0])]
+    out = []
+    for (nonzero, emin, emax), ok, (other_lo, other_hi) in zip(sides, own, others):
+        in_window = ok & (emin + other_lo >= PAIR_MIN_EXP) & (emax + other_hi <= PAIR_MAX_EXP)
+        fp16_ok = in_window & (emax - emin <= FP16_SPREAD)
+        out.append(jnp.where(~nonzero | fp16_ok, 0, jnp.where(in_window, 1, 2)))
+    return tuple(out)
 
 
 def _panel_classes(row_cls, block: int):
@@ -199,8 +243,9 @@ def block_counts(a, b, s: Auto):
     whole rows as the scaling unit, K collapses and the product is an outer
     product of the panel masks.
     """
-    ca = _panel_classes(_row_classes(a), s.block)                         # (B, Mb)
-    cb = _panel_classes(_row_classes(jnp.swapaxes(b, 1, 2)), s.block)     # (B, Nb)
+    row_cls, col_cls = classes(a, b)
+    ca = _panel_classes(row_cls, s.block)                                 # (B, Mb)
+    cb = _panel_classes(col_cls, s.block)                                 # (B, Nb)
     need = jnp.maximum(ca[:, :, None], cb[:, None, :])                    # mask_A x mask_B
     return tuple((need == c).sum().astype(jnp.int32) for c in (0, 1, 2))
 
@@ -246,11 +291,6 @@ def choice_index(pl: AutoPlan, ca, cb):
     (candidates are sorted by time; fp32 is always allowed)."""
     ok = jnp.stack([_allowed(c, ca, cb) for c in pl.candidates])
     return jnp.argmax(ok)  # the first allowed one
-
-
-def classes(a, b):
-    """Row classes of canonical a (B, M, K) and column classes of b (B, K, N)."""
-    return _row_classes(a), _row_classes(jnp.swapaxes(b, 1, 2))
 
 
 def auto_dot(a, b, s: Auto, platform: str, level_sum=None):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -94,14 +95,15 @@ class CostModel:
             raise ValueError(f"the cost model knows {SCHEMES}, not {scheme!r}")
         return float(_features(shape) @ np.array(coef[scheme]))
 
-    def gather_time(self, shape: Shape) -> float:
-        """Permuting A's rows (or B's columns) and C's: one pass over B*(MK + 2MN)
-        elements, costed as the memory term of fp32's fit (or fp16x3's where
-        fp32's came out zero)."""
+    def gather_time(self, shape: Shape, rows: bool = True, cols: bool = False) -> float:
+        """Permuting A's rows (``rows``) and/or B's columns (``cols``), and C's
+        back: a read and a write of B*MK (B*KN) elements and of B*MN per side,
+        costed at the memory term of fp32's fit (fp16x3's, bf16x6's where
+        that came out zero)."""
         b, m, n, k = shape
         coef = dict(self.coefficients)
-        per_elem = coef["fp32"][1] or coef["fp16x3"][1]
-        return b * (m * k + 2 * m * n) * per_elem
+        per_elem = coef["fp32"][1] or coef["fp16x3"][1] or coef["bf16x6"][1]
+        return b * ((m * k + 2 * m * n) * rows + (k * n + 2 * m * n) * cols) * per_elem
 
     def to_json(self) -> dict:
         return dict(device=self.device, backend=self.backend, source=self.source,
@@ -125,27 +127,43 @@ def _cache_key(device: str, backend: str) -> str:
     return f"{device}|{backend}|jax {jax.__version__}|jaxemu {__version__}"
 
 
-_CACHE_MEMO: Dict[Tuple[str, float], dict] = {}
+_CACHE_MEMO: Dict[str, Tuple[Tuple[int, int], dict]] = {}
 
 
 def _read_cache() -> dict:
-    """The cache file's contents (re-read only when its modification time changes:
-    auto consults it every time it traces a product)."""
+    """The cache file's contents, re-read only when its modification time or
+    size changes (auto consults it every time it traces a product). A file
+    that is not a JSON object is ignored with a warning naming it."""
     path = cache_path()
     try:
-        key = (str(path), path.stat().st_mtime)
-        if key not in _CACHE_MEMO:
-            _CACHE_MEMO[key] = json.loads(path.read_text())
-        return _CACHE_MEMO[key]
-    except (OSError, ValueError):
+        st = path.stat()
+    except OSError:
         return {}
+    stamp = (st.st_mtime_ns, st.st_size)
+    memo = _CACHE_MEMO.get(str(path))
+    if memo is None or memo[0] != stamp:
+        try:
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as e:
+            warnings.warn(f"jaxemu: ignoring the cost-model cache {path} ({e}); delete it or rerun "
+                          "jaxemu.calibrate()", stacklevel=3)
+            data = {}
+        memo = _CACHE_MEMO[str(path)] = (stamp, data)
+    return memo[1]
 
 
 def model_for(device: str, backend: str) -> Optional[CostModel]:
     """The calibrated model cached for (device, backend), else the shipped one, else None."""
-    cached = _read_cache().get(_cache_key(device, backend))
+    key = _cache_key(device, backend)
+    cached = _read_cache().get(key)
     if cached is not None:
-        return CostModel.from_json(cached)
+        try:
+            return CostModel.from_json(cached)
+        except (KeyError, TypeError, ValueError) as e:
+            warnings.warn(f"jaxemu: ignoring the malformed entry {key!r} of {cache_path()} ({e!r}); "
+                          "rerun jaxemu.calibrate()", stacklevel=2)
     for (kind, be), (source, points) in SHIPPED.items():
         if kind in device and be == backend:
             return _shipped(kind, be, device, source, points)
@@ -157,8 +175,8 @@ _SHIPPED_MODELS: Dict[Tuple[str, str], CostModel] = {}
 
 def _shipped(kind, backend, device, source, points) -> CostModel:
     if (kind, backend) not in _SHIPPED_MODELS:
-        _SHIPPED_MODELS[(kind, backend)] = CostModel.from_points(device, backend, source, points())
-    return _SHIPPED_MODELS[(kind, backend)]
+        _SHIPPED_MODELS[(kind, backend)] = CostModel.from_points(kind, backend, source, points())
+    return dataclasses.replace(_SHIPPED_MODELS[(kind, backend)], device=device)
 
 
 def default_shapes(platform: str) -> Sequence[Shape]:
@@ -199,5 +217,7 @@ def calibrate(shapes: Optional[Sequence[Shape]] = None, *, device=None, repeats:
         cache[_cache_key(device.device_kind, backend)] = model.to_json()
         path = cache_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(cache, indent=1))
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache, indent=1))
+        os.replace(tmp, path)  # atomic: a reader sees the old file or the new one
     return model

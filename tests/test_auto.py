@@ -38,6 +38,15 @@ def adversarial(kind, rng, m=96, k=160, n=64):
         a[rng.permutation(m)[: m // 2]] *= np.exp2(rng.integers(-40, 40, (m // 2, k)))
     elif kind == "half the columns wide":
         b[:, rng.permutation(n)[: n // 2]] *= np.exp2(rng.integers(-40, 40, (k, n // 2)))
+    elif kind == "both sides tiny":  # products near 2^-110: bf16x6's low slice products would flush
+        a *= 2.0**-55
+        b *= 2.0**-55
+        a[0, 0] *= 2.0**30  # one wide row and column (not fp16x3-safe) so that bf16x6 is in play
+        b[0, 0] *= 2.0**30
+    elif kind == "slices rounding up to overflow":  # (2^64 - ulp)^2 is finite; bf16(2^64 - ulp)^2 is not
+        big = np.nextafter(np.float32(2.0**64), np.float32(0))
+        a[0, :], b[:, 0] = 0.0, 0.0
+        a[0, 0], a[0, 1], b[0, 0], b[1, 0] = big, 2.0**-40, big, 2.0**-40
     elif kind == "subnormals and zero rows":
         a[3] = 0.0
         a[5, :20] = 1e-40
@@ -47,7 +56,7 @@ def adversarial(kind, rng, m=96, k=160, n=64):
 
 
 KINDS = ["block magnitudes", "row magnitudes", "tiny partners", "half the rows wide", "half the columns wide",
-         "subnormals and zero rows", "plain"]
+         "both sides tiny", "slices rounding up to overflow", "subnormals and zero rows", "plain"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -58,12 +67,14 @@ def test_auto_is_never_worse_than_bf16x6s_bound(kind, rng):
     assert T.componentwise_err(c, a, b, ref) <= b6
 
 
-def test_auto_with_nan_inf_islands_matches_fp32s_pattern(rng):
+@pytest.mark.parametrize("kind", ["plain", "half the rows wide"])  # a pure and a hybrid run
+def test_auto_with_nan_inf_islands_matches_fp32s_pattern(kind, rng):
     from test_special_values import ieee_reference
-    a, b = adversarial("plain", rng)
+    a, b = adversarial(kind, rng)
     a[10:14, 20:24] = np.inf
     a[40, 50] = np.nan
     b[100:103, 5:8] = -np.inf
+    assert jaxemu.auto_report(a, b, AUTO)["scheme"] == ("fp16x3" if kind == "plain" else "fp16x3+bf16x6")
     ref = ieee_reference(a, b)
     c = np.asarray(auto_dot(a, b), np.float64)
     np.testing.assert_array_equal(np.isnan(c), np.isnan(ref))

@@ -84,6 +84,17 @@ def test_the_fit_recovers_known_coefficients():
         np.testing.assert_allclose(c, true[s], rtol=1e-6, atol=1e-18)
 
 
+def test_a_broken_cache_is_ignored_with_a_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAXEMU_CACHE_DIR", str(tmp_path))
+    (tmp_path / "costs.json").write_text("[1, 2]")
+    with pytest.warns(UserWarning, match="ignoring the cost-model cache"):
+        assert costs.model_for("NVIDIA H200", "cuda") == H200  # falls back to the shipped model
+    key = costs._cache_key("cpu", "xla")
+    (tmp_path / "costs.json").write_text('{"%s": {"device": "cpu"}}' % key)  # rewritten: read again
+    with pytest.warns(UserWarning, match="malformed entry"):
+        assert costs.model_for("cpu", "xla") is None
+
+
 def test_cost_model_errors():
     with pytest.raises(ValueError, match="at least 3 shapes"):
         jaxemu.calibrate([(1, 8, 8, 8)], save=False)
