@@ -79,6 +79,23 @@ def test_overflow_to_inf_like_fp32(name):
     assert np.all(np.isposinf(c[0])) and np.all(np.isneginf(c[1]))
 
 
+@pytest.mark.parametrize("name", SCHEMES + ["auto"])
+def test_no_overflow_where_fp32_has_none(name):
+    """(2^64 - ulp)^2 is finite in FP32, but a bf16/fp16/tf32 slice of
+    2^64 - ulp rounds up to 2^64, whose square is Inf: FP32's value is returned."""
+    big = np.nextafter(np.float32(2.0**64), np.float32(0))
+    a = np.array([[big, 0.5], [1.0, 2.0]], np.float32)
+    b = np.array([[big, 1.0], [0.0, 3.0]], np.float32)
+    c = np.asarray(jaxemu.dot(a, b, scheme=name))
+    c32 = np.asarray(jax.lax.dot(a, b, precision="highest"))
+    assert np.all(np.isfinite(c)), c
+    s = jaxemu.get_scheme(name)
+    # Each entry is one nonzero term: within the scheme's representation error
+    # of FP32's (the repaired ones equal to it); bitcut truncates, never rounds up.
+    tol = 2.0**-19 if s.family == "auto" or s.fp32_class else s.error_bound()
+    np.testing.assert_allclose(c, c32, rtol=tol)
+
+
 @pytest.mark.parametrize("name", ["bf16x6", "fp16x3", "int8_l4", "fp16x3_bitcut"])
 def test_tiny_and_huge_rows_keep_relative_accuracy(name, rng):
     # Rows and columns at wildly different scales (results stay normal: XLA's

@@ -424,7 +424,7 @@ def finite_dot(a, b, s: Scheme, platform: str, level_sum=xla_level_sum):
 def special_pattern(x):
     """x where x is NaN/Inf, else sign(x) (0 for zeros): the pattern product of
     these has NaN/Inf exactly where the FP32 product of the operands does
-    (up to finite overflow, which the finite computation reproduces)."""
+    (up to overflow of finite values, which canonical_dot takes from FP32)."""
     return jnp.where(jnp.isfinite(x), jnp.sign(x), x).astype(jnp.bfloat16)
 
 
@@ -443,11 +443,19 @@ def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_lev
         from .. import auto  # late import: auto builds on this module
         return auto.auto_dot(a, b, s, platform, level_sum)
     fin_a, fin_b = jnp.isfinite(a), jnp.isfinite(b)
-    c = finite_dot(jnp.where(fin_a, a, 0.0), jnp.where(fin_b, b, 0.0), s, platform, level_sum)
+    a0, b0 = jnp.where(fin_a, a, 0.0), jnp.where(fin_b, b, 0.0)
+    c = finite_dot(a0, b0, s, platform, level_sum)
 
     def with_specials(c):
+        # Overflow on finite operands: a slice rounded up can overflow where
+        # FP32's product does not ((2^64 - ulp)^2 with bf16 slices). Those
+        # entries take FP32's own value (Inf only where FP32 overflows too).
+        c = lax.cond(jnp.all(jnp.isfinite(c)), lambda c: c,
+                     lambda c: jnp.where(jnp.isfinite(c), c, native_dot(a0, b0, get_scheme("fp32"), platform)), c)
         pat = _dot(special_pattern(a), special_pattern(b), lax.Precision.DEFAULT)
         return jnp.where(jnp.isfinite(pat), c, pat)
 
-    has_special = ~(jnp.all(fin_a) & jnp.all(fin_b))
-    return lax.cond(has_special, with_specials, lambda c: c, c)
+    # One run-time test for the rare paths (a conditional's predicate costs a
+    # device-to-host copy on GPUs): NaN/Inf in the operands, or in the result.
+    rare = ~(jnp.all(fin_a) & jnp.all(fin_b) & jnp.all(jnp.isfinite(c)))
+    return lax.cond(rare, with_specials, lambda c: c, c)
