@@ -102,3 +102,15 @@ def test_cost_model_errors():
         H200.time("bf16x3", (1, 8, 8, 8))
     with pytest.raises(ValueError, match="cost_model must be"):
         jaxemu.get_scheme("auto").replace(cost_model="fast")
+
+
+def test_calibrate_command(tmp_path, monkeypatch, capsys):
+    from jaxemu import __main__ as cli
+    monkeypatch.setenv("JAXEMU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(costs, "default_shapes", lambda platform: [(1, 32, 32, 32), (1, 64, 64, 64), (1, 96, 96, 48)])
+    assert cli.main(["calibrate"]) == 0
+    out = capsys.readouterr().out
+    assert "cached in" in out and all(name in out for name in costs.SCHEMES) and "GFLOP/s" in out
+    assert costs.model_for(jax.devices()[0].device_kind, "xla") is not None
+    cli.main(["info"])
+    assert "auto's cost model here: calibrated" in capsys.readouterr().out
