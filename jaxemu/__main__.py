@@ -9,20 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import jax
-import numpy as np
-
-
-def _time(f, *args, reps=5):
-    f(*args).block_until_ready()  # compile and warm up
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f(*args).block_until_ready()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
 
 
 def demo(n: int, k: int, law: str, seed: int) -> None:
@@ -39,7 +27,7 @@ def demo(n: int, k: int, law: str, seed: int) -> None:
     rows, e32 = [], None
     for name in jaxemu.schemes():
         f = jax.jit(lambda x, y, s=name: jaxemu.dot(x, y, scheme=s))
-        t = _time(f, da, db)
+        t = T.median_time(lambda: f(da, db))
         e = T.relerr(f(da, db), ref)
         e32 = e if name == "fp32" else e32
         s = jaxemu.get_scheme(name)

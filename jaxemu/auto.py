@@ -50,6 +50,7 @@ from typing import Dict, List, Optional, Tuple
 import jax.numpy as jnp
 from jax import lax
 
+from . import costs
 from .schemes import Auto, get_scheme
 
 # fp16x3 keeps full precision for values within ~26 binades below their row's
@@ -73,7 +74,6 @@ BOTH_FRACTIONS = (0.5, 0.75)          # two-sided: fewer, each one is a branch t
 
 CHOICES = ("fp16x3", "bf16x6", "fp32")
 CLASS = {name: i for i, name in enumerate(CHOICES)}
-_COUNT_COST = {"fp16x3": 3.0, "bf16x6": 6.0, "fp32": 14.0}  # as tune.product_cost
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +122,6 @@ def _cost_model(s: Auto, platform: Optional[str], backend: Optional[str]):
     if s.cost_model == "counts" or platform is None:
         return None
     import jax
-
-    from . import costs
     try:
         dev = jax.devices(platform)[0]
     except RuntimeError:
@@ -150,7 +148,7 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
                             f"min(M, N, K) = {min(m, n, k)} < {s.min_dim}: too thin for emulation to pay", source)
 
         def cost(name, b, mm, nn, kk):
-            return 2.0 * b * mm * nn * kk * _COUNT_COST[name]
+            return 2.0 * b * mm * nn * kk * costs.product_weight(name)
 
         def gather(rows, cols):
             return 0.0
@@ -179,13 +177,6 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
         return AutoPlan(tuple(keep), f"the cost model predicts {best.scheme} {best.time * 1e3:.3g} ms against "
                         f"FP32's {t32 * 1e3:.3g} ms: emulation does not pay here", source)
     return AutoPlan(tuple(keep), "the fastest candidate the data allow, chosen at run time", source)
-
-
-def size_choice(b: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = None,
-                backend: Optional[str] = None) -> Tuple[str, str]:
-    """Static dispatch by size: ('fp32', why) when emulation does not pay, else ('', '')."""
-    pl = plan(b, m, n, k, s, platform, backend)
-    return (pl.static, pl.reason) if pl.static else ("", "")
 
 
 def _row_exponents(x):
@@ -234,8 +225,9 @@ def _panel_classes(row_cls, block: int):
     return c.reshape(bsz, (r + pad) // block, block).max(axis=2)
 
 
-def block_counts(a, b, s: Auto):
-    """Output-block counts (n_fp16, n_bf16, n_fp32) for canonical a, b.
+def block_counts(row_cls, col_cls, s: Auto):
+    """Output-block counts (n_fp16, n_bf16, n_fp32) from the classes of A's
+    rows and B's columns (``classes``).
 
     A row panel (``s.block`` rows of A) and a column panel of B are each
     classified; an output block needs the higher class of its two panels.
@@ -243,7 +235,6 @@ def block_counts(a, b, s: Auto):
     whole rows as the scaling unit, K collapses and the product is an outer
     product of the panel masks.
     """
-    row_cls, col_cls = classes(a, b)
     ca = _panel_classes(row_cls, s.block)                                 # (B, Mb)
     cb = _panel_classes(col_cls, s.block)                                 # (B, Nb)
     need = jnp.maximum(ca[:, :, None], cb[:, None, :])                    # mask_A x mask_B
@@ -269,20 +260,22 @@ def _run(cand: Candidate, a, b, ca, cb, platform, level_sum):
     if not cand.hybrid:
         return dot(a, b, cand.scheme)
     m, n, p, q = a.shape[1], b.shape[2], cand.rows, cand.cols
-    # fp16-safe rows of A and columns of B first (stable sorts keep their order).
-    row_perm = jnp.argsort(ca, axis=1, stable=True)
-    col_perm = jnp.argsort(cb, axis=1, stable=True)
-    a = jnp.take_along_axis(a, row_perm[:, :, None], axis=1) if p < m else a
-    b = jnp.take_along_axis(b, col_perm[:, None, :], axis=2) if q < n else b
-    top = dot(a[:, :p], b[:, :, :q], "fp16x3")
-    if q < n:
-        top = jnp.concatenate([top, dot(a[:, :p], b[:, :, q:], cand.scheme)], axis=2)
-    c = jnp.concatenate([top, dot(a[:, p:], b, cand.scheme)], axis=1) if p < m else top
-    # C's rows and columns back in place.
+    # fp16-safe rows of A and columns of B first (stable sorts keep their order);
+    # a side not split (p = M or q = N) is left as it is.
     if p < m:
-        c = jnp.take_along_axis(c, jnp.argsort(row_perm, axis=1)[:, :, None], axis=1)
+        row_perm = jnp.argsort(ca, axis=1, stable=True)
+        a = jnp.take_along_axis(a, row_perm[:, :, None], axis=1)
     if q < n:
-        c = jnp.take_along_axis(c, jnp.argsort(col_perm, axis=1)[:, None, :], axis=2)
+        col_perm = jnp.argsort(cb, axis=1, stable=True)
+        b = jnp.take_along_axis(b, col_perm[:, None, :], axis=2)
+    c = dot(a[:, :p], b[:, :, :q], "fp16x3")
+    if q < n:
+        c = jnp.concatenate([c, dot(a[:, :p], b[:, :, q:], cand.scheme)], axis=2)
+    if p < m:
+        c = jnp.concatenate([c, dot(a[:, p:], b, cand.scheme)], axis=1)
+        c = jnp.take_along_axis(c, jnp.argsort(row_perm, axis=1)[:, :, None], axis=1)  # rows back in place
+    if q < n:
+        c = jnp.take_along_axis(c, jnp.argsort(col_perm, axis=1)[:, None, :], axis=2)  # columns back in place
     return c
 
 
@@ -328,7 +321,7 @@ def auto_report(a, b, scheme="auto", platform: Optional[str] = None) -> Dict[str
         return dict(scheme=pl.static, reason=pl.reason, blocks=None, split=None, cost_model=pl.cost_source)
     ca, cb = classes(a, b)
     cand = pl.candidates[int(choice_index(pl, ca, cb))]
-    n16, n6, n32 = (int(x) for x in block_counts(a, b, s))
+    n16, n6, n32 = (int(x) for x in block_counts(ca, cb, s))
     split = dict(rows=cand.rows, cols=cand.cols, of=(a.shape[1], b.shape[2])) if cand.hybrid else None
     return dict(scheme=cand.label, reason=pl.reason, blocks=dict(fp16x3=n16, bf16x6=n6, fp32=n32),
                 split=split, cost_model=pl.cost_source)

@@ -15,13 +15,14 @@ import datetime
 import json
 import subprocess
 import sys
-import time
 from typing import Callable, Dict, List, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from .testing import median_time
 
 DEFAULT_SCHEMES = "bf16,tf32,bf16x3,bf16x6,bf16x9,tf32x3,fp16x3,fp16x3_bitcut,int8_l1,int8_l4,auto"
 
@@ -39,21 +40,8 @@ def _presets() -> Dict[str, Callable]:
 
 
 def time_fn(f, a, b, reps: int, min_rep_s: float = 0.02) -> float:
-    """Median seconds per call; each timed rep runs enough back-to-back calls
-    to last min_rep_s (small problems would otherwise time the dispatch)."""
-    f(a, b).block_until_ready()
-    t0 = time.perf_counter()
-    f(a, b).block_until_ready()
-    one = max(time.perf_counter() - t0, 1e-6)
-    inner = max(1, int(min_rep_s / one))
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            out = f(a, b)
-        out.block_until_ready()
-        ts.append((time.perf_counter() - t0) / inner)
-    return float(np.median(ts))
+    """Median seconds per call of f(a, b), each timed rep lasting min_rep_s."""
+    return median_time(lambda: f(a, b), reps, min_rep_s)
 
 
 def device_facts() -> Dict[str, str]:

@@ -57,6 +57,22 @@ def _h200_points() -> Dict[str, Dict[Shape, float]]:
 SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-21 (docs/performance.md)", _h200_points)}
 
 
+# Relative cost of one FLOP per slice product on Hopper, for when no model is
+# at hand: a bf16/fp16/int8 tensor-core product ~1, tf32 ~2, FP32 (SGEMM) ~14
+# (H200: 700 vs 50 TFLOP/s).
+_FP32_PRODUCT_WEIGHT = 14.0
+
+
+def product_weight(scheme) -> float:
+    """Cost per FLOP of ``scheme`` in units of one bf16 tensor-core product."""
+    from .schemes import FloatSplit, NativeFP32, get_scheme
+    s = get_scheme(scheme)
+    if isinstance(s, NativeFP32):
+        return _FP32_PRODUCT_WEIGHT
+    per = 2.0 if isinstance(s, FloatSplit) and s.fmt == "tf32" else 1.0
+    return per * max(s.num_products, 1)
+
+
 def _features(shape: Shape) -> np.ndarray:
     b, m, n, k = shape
     return np.array([2.0 * b * m * n * k, float(b * (m * n + m * k + k * n)), 1.0])

@@ -66,17 +66,23 @@ def dot_general_reference(lhs: np.ndarray, rhs: np.ndarray, dimension_numbers) -
     return np.einsum(f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}", lhs, rhs)
 
 
-def median_time(fn, repeats: int = 5) -> float:
-    """Median seconds of ``fn()`` (a zero-argument callable returning arrays)
-    over ``repeats`` runs after one warm-up run (compilation), each waited
-    for with ``jax.block_until_ready``."""
+def median_time(fn, repeats: int = 5, min_rep_s: float = 0.0) -> float:
+    """Median seconds per call of ``fn()`` (a zero-argument callable returning
+    arrays) over ``repeats`` timed runs after one warm-up run (compilation).
+    With ``min_rep_s`` > 0 each run makes enough back-to-back calls (at most
+    1000) to last that long, so that small problems do not time the dispatch;
+    a run waits for its last result with ``jax.block_until_ready``."""
     import time
 
     import jax
-    jax.block_until_ready(fn())
-    ts = []
-    for _ in range(repeats):
+
+    def run(calls):
         t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
+        for _ in range(calls):
+            out = fn()
+        jax.block_until_ready(out)
+        return (time.perf_counter() - t0) / calls
+
+    jax.block_until_ready(fn())
+    calls = max(1, min(1000, int(min_rep_s / max(run(1), 1e-9)))) if min_rep_s > 0 else 1
+    return float(np.median([run(calls) for _ in range(repeats)]))

@@ -30,7 +30,6 @@ import math
 import numbers
 import operator
 import re
-import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import jax
@@ -38,8 +37,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .api import dot_general
+from .costs import product_weight
 from .emulate import emulate, explain
 from .schemes import Scheme, get_scheme
+from .testing import median_time
 
 __all__ = ["Plan", "tune", "relative_error"]
 
@@ -389,37 +390,17 @@ def _time_dot(lhs_shape, rhs_shape, dimension_numbers, scheme: str, repeats: int
     a = jnp.asarray(rng.standard_normal(lhs_shape, dtype=np.float32))
     b = jnp.asarray(rng.standard_normal(rhs_shape, dtype=np.float32))
     fn = _jitted_dot(dimension_numbers, scheme)
-    jax.block_until_ready(fn(a, b))  # compile and warm up
-
-    def run(number):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            out = fn(a, b)
-        jax.block_until_ready(out)
-        return (time.perf_counter() - t0) / number
-
-    number = max(1, min(1000, int(_TIMING_TARGET_S / max(run(1), 1e-9))))
-    return float(np.median([run(number) for _ in range(repeats)]))
+    return median_time(lambda: fn(a, b), repeats, _TIMING_TARGET_S)
 
 
 # ---------------------------------------------------------------------------
 # The greedy search.
 
-# Relative cost of one FLOP per scheme product on Hopper: a bf16/fp16/int8
-# tensor-core product ~1, tf32 ~2, FP32 (SGEMM) ~14 (H200: 700 vs 50 TFLOP/s).
-_FP32_PRODUCT_COST = 14.0
-
-
 def product_cost(info, scheme: str) -> float:
-    """A cost model for ``tune(timer=...)``: the dot's FLOPs times the number
-    of slice products of ``scheme`` (FP32 counted as 14 products, tf32 slices
-    as 2), in arbitrary units. For tuning away from the target GPU."""
-    from .schemes import FloatSplit, NativeFP32
-    s = get_scheme(scheme)
-    if isinstance(s, NativeFP32):
-        return info.flops * _FP32_PRODUCT_COST
-    per = 2.0 if isinstance(s, FloatSplit) and s.fmt == "tf32" else 1.0
-    return info.flops * per * max(s.num_products, 1)
+    """A cost model for ``tune(timer=...)``: the dot's FLOPs times
+    ``costs.product_weight(scheme)`` (slice products; FP32 counted as 14,
+    tf32 slices as 2), in arbitrary units. For tuning away from the target GPU."""
+    return info.flops * product_weight(scheme)
 
 
 def _greedy(times: Sequence[Sequence[float]], evaluate: Callable[[Tuple[int, ...]], float],

@@ -159,3 +159,19 @@ def test_two_sided_hybrid(rng):
     np.testing.assert_array_equal(c[other_r], jaxemu.dot(a[other_r], b, scheme="bf16x6"))
     ref = T.reference(a, b)
     assert T.componentwise_err(c, a, b, ref) <= 2 * T.componentwise_err(a @ b, a, b, ref)
+
+
+def test_auto_runs_fp32_where_emulation_does_not_pay_and_explain_says_so():
+    from jaxemu.auto import plan
+    auto = jaxemu.get_scheme("auto")  # no cost model for the CPU here: the thresholds decide
+    thin = plan(1, 256, 8192, 65536, auto)
+    assert thin.static == "fp32" and "too thin" in thin.reason    # M = 256: too thin
+    assert plan(1, 8192, 8192, 8192, auto).static is None         # large: decided by the data
+    a = np.ones((256, 8192), np.float32)
+    b = np.ones((8192, 512), np.float32)
+    rep = jaxemu.auto_report(a, b)
+    assert rep["scheme"] == "fp32" and "too small" in rep["reason"]
+    ex = jaxemu.explain(lambda a, b: a @ b, a, b, scheme="auto")
+    assert "auto runs fp32 here" in ex[0].reason
+    small = np.ones((64, 64), np.float32)
+    assert "too small" in jaxemu.auto_report(small, small)["reason"]
