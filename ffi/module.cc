@@ -12,6 +12,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "fused.h"
 #include "gemm.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -99,6 +100,89 @@ JAXEMU_GEMM_HANDLER(kGemmAccBF16, kBF16, BF16, true)
 JAXEMU_GEMM_HANDLER(kGemmAccFP16, kFP16, F16, true)
 JAXEMU_GEMM_HANDLER(kGemmAccTF32, kTF32, F32, true)
 
+// The fused emulation GEMM (fused.h): every slice product of one emulated
+// product in one launch. A slices (Sa, L, M, K), B slices (Sb, L, N, K) of the
+// slice dtype; row/col exponents (L, M) / (L, N) int32, or empty; out C
+// (splits, L, M, N) float32 and a nonfinite flag (1,) int32.
+template <fused::SliceType kType, ffi::DataType kDtype>
+ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer row_exp,
+                     ffi::AnyBuffer col_exp, ffi::Result<ffi::AnyBuffer> c, ffi::Result<ffi::AnyBuffer> flag,
+                     ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b,
+                     ffi::Span<const int64_t> term_exp, ffi::Span<const int64_t> kc_tiles, int64_t splits,
+                     int64_t tile_n) {
+  auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
+  if (a.element_type() != kDtype || b.element_type() != kDtype)
+    return ffi::Error::InvalidArgument("jaxemu fused: slice dtype does not match the target");
+  if (da.size() != 4 || db.size() != 4 || dc.size() != 4 || da[1] != db[1] || da[3] != db[3] || dc[0] != splits ||
+      dc[1] != da[1] || dc[2] != da[2] || dc[3] != db[2])
+    return ffi::Error::InvalidArgument("jaxemu fused: expected A (Sa, L, M, K), B (Sb, L, N, K), C (splits, L, M, N); got " +
+                                       shape_str(da) + ", " + shape_str(db) + ", " + shape_str(dc));
+  if (c->element_type() != ffi::DataType::F32 || flag->element_type() != ffi::DataType::S32 ||
+      flag->element_count() != 1)
+    return ffi::Error::InvalidArgument("jaxemu fused: C must be float32 and the flag one int32");
+  size_t nt = term_a.size();
+  if (nt < 1 || nt > size_t(fused::kMaxTerms) || term_b.size() != nt || term_exp.size() != nt || kc_tiles.size() != nt)
+    return ffi::Error::InvalidArgument("jaxemu fused: term arrays must have equal lengths in 1..9");
+  fused::Problem p;
+  p.a = a.untyped_data();
+  p.b = b.untyped_data();
+  p.c = static_cast<float*>(c->untyped_data());
+  p.nonfinite = static_cast<int*>(flag->untyped_data());
+  p.sa = int(da[0]);
+  p.sb = int(db[0]);
+  p.batch = da[1];
+  p.m = da[2];
+  p.k = da[3];
+  p.n = db[2];
+  p.splits = int(splits);
+  p.tile_n = int(tile_n);
+  p.nterms = int(nt);
+  for (size_t i = 0; i < nt; ++i) {
+    p.term_a[i] = int(term_a[i]);
+    p.term_b[i] = int(term_b[i]);
+    p.term_exp[i] = int(term_exp[i]);
+    p.kc_tiles[i] = int(kc_tiles[i]);
+  }
+  if (row_exp.element_count() > 0) {
+    auto dr = row_exp.dimensions(), dl = col_exp.dimensions();
+    if (row_exp.element_type() != ffi::DataType::S32 || col_exp.element_type() != ffi::DataType::S32 ||
+        dr.size() != 2 || dl.size() != 2 || dr[0] != p.batch || dr[1] != p.m || dl[0] != p.batch || dl[1] != p.n)
+      return ffi::Error::InvalidArgument("jaxemu fused: exponents must be int32 (L, M) and (L, N)");
+    p.row_exp = static_cast<const int32_t*>(row_exp.untyped_data());
+    p.col_exp = static_cast<const int32_t*>(col_exp.untyped_data());
+  }
+  cudaError_t e = cudaMemsetAsync(p.nonfinite, 0, sizeof(int), stream);
+  if (e != cudaSuccess) return ffi::Error::Internal(std::string("jaxemu fused: memset: ") + cudaGetErrorString(e));
+  if (p.m == 0 || p.n == 0 || p.batch == 0) return ffi::Error::Success();
+  if (p.k == 0) return ffi::Error::InvalidArgument("jaxemu fused: K = 0 must be handled by the caller");
+  std::string why = fused::check(kType, p);
+  if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu fused: " + why);
+  why = fused::run(kType, p, stream);
+  if (!why.empty()) return ffi::Error::Internal("jaxemu fused: " + why);
+  return ffi::Error::Success();
+}
+
+#define JAXEMU_FUSED_HANDLER(name, kind, dtype)                                                   \
+  XLA_FFI_DEFINE_HANDLER(name, (FusedImpl<fused::SliceType::kind, ffi::DataType::dtype>),        \
+                         ffi::Ffi::Bind()                                                         \
+                             .Ctx<ffi::PlatformStream<cudaStream_t>>()                            \
+                             .Arg<ffi::AnyBuffer>()  /* a: (Sa, L, M, K) slices */                \
+                             .Arg<ffi::AnyBuffer>()  /* b: (Sb, L, N, K) slices */                \
+                             .Arg<ffi::AnyBuffer>()  /* row_exp: (L, M) int32 or empty */         \
+                             .Arg<ffi::AnyBuffer>()  /* col_exp: (L, N) int32 or empty */         \
+                             .Ret<ffi::AnyBuffer>()  /* c: (splits, L, M, N) f32 */               \
+                             .Ret<ffi::AnyBuffer>()  /* nonfinite: (1,) int32 */                  \
+                             .Attr<ffi::Span<const int64_t>>("term_a")                            \
+                             .Attr<ffi::Span<const int64_t>>("term_b")                            \
+                             .Attr<ffi::Span<const int64_t>>("term_exp")                          \
+                             .Attr<ffi::Span<const int64_t>>("kc_tiles")                          \
+                             .Attr<int64_t>("splits")                                             \
+                             .Attr<int64_t>("tile_n"));
+
+JAXEMU_FUSED_HANDLER(kFusedBF16, kBF16, BF16)
+JAXEMU_FUSED_HANDLER(kFusedFP16, kFP16, F16)
+JAXEMU_FUSED_HANDLER(kFusedTF32, kTF32, F32)
+
 template <typename T>
 nb::capsule capsule(T* fn) {
   return nb::capsule(reinterpret_cast<void*>(fn));
@@ -118,9 +202,15 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_gemm_acc_bf16"] = capsule(kGemmAccBF16);
     d["jaxemu_gemm_acc_fp16"] = capsule(kGemmAccFP16);
     d["jaxemu_gemm_acc_tf32"] = capsule(kGemmAccTF32);
+    d["jaxemu_fused_bf16"] = capsule(kFusedBF16);
+    d["jaxemu_fused_fp16"] = capsule(kFusedFP16);
+    d["jaxemu_fused_tf32"] = capsule(kFusedTF32);
     return d;
   });
-  m.def("supported_families", []() { return std::vector<std::string>{"float"}; });
+  m.def("supported_families", []() { return std::vector<std::string>{"float", "fused"}; });
+  m.def("fused_tile_k", [](const std::string& fmt) {
+    return fused::tile_k(fmt == "tf32" ? fused::SliceType::kTF32 : fmt == "fp16" ? fused::SliceType::kFP16 : fused::SliceType::kBF16);
+  });
   m.def("tile_k", [](const std::string& fmt) {
     if (fmt == "tf32") return gemm_tile_k(SliceType::kTF32);
     if (fmt == "fp16") return gemm_tile_k(SliceType::kFP16);

@@ -11,12 +11,14 @@ first, as in the xla backend.
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import primitive
+from ..dims import canonicalize, dot_shape
 from ..schemes import Auto, FloatSplit
 
 _DTYPES = {"bf16": jnp.bfloat16, "fp16": jnp.float16, "tf32": jnp.float32}
@@ -80,6 +82,14 @@ def handles(s) -> bool:
     return isinstance(s, Auto) or (isinstance(s, FloatSplit) and s.slices > 1)
 
 
+def _fused_impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None):
+    """The primitive on the fused kernels: canonicalize, one launch, reshape."""
+    from .cuda_fused import fused_product
+    ds = dot_shape(lhs.shape, rhs.shape, dimension_numbers)
+    a, b = canonicalize(lhs, rhs, ds)
+    return fused_product(a, b, scheme).reshape(ds.out_shape).astype(out_dtype)
+
+
 def register(ext) -> None:
     for name, capsule in ext.registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="CUDA")
@@ -90,6 +100,11 @@ def register(ext) -> None:
         s = params["scheme"]
         if not (handles(s) and _gpus_supported(ext)):
             return None  # the xla backend's lowering
+        if isinstance(s, FloatSplit) and os.environ.get("JAXEMU_CUDA_PATH", "fused") == "fused":
+            rule = rules.get("fused")
+            if rule is None:
+                rule = rules["fused"] = primitive.lower_impl(_fused_impl)
+            return rule(ctx, lhs, rhs, **params)
         rule = rules.get("float")
         if rule is None:
             rule = rules["float"] = primitive.lower_impl(

@@ -1,0 +1,54 @@
+// Host side of the fused GEMM for one (slice type, tile width): TMA
+// descriptors, kernel parameters, grid, launch. Included by the generated
+// instantiation files (ffi/fused/inst/*.cu), one per configuration.
+#pragma once
+
+#include <algorithm>
+#include <string>
+
+#include <cuda_runtime.h>
+
+#include "kernel.cuh"
+#include "traits.cuh"
+
+namespace jaxemu {
+namespace fused {
+
+template <class T>
+std::string launch(const Problem& p, cudaStream_t stream) {
+  using Element = typename T::Element;
+  const int32_t m = int32_t(p.m), n = int32_t(p.n), k = int32_t(p.k), L = int32_t(p.batch);
+  auto gA = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.a)),
+                        make_layout(make_shape(m, k, p.sa * L), make_stride(int64_t(k), _1{}, int64_t(m) * k)));
+  auto gB = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.b)),
+                        make_layout(make_shape(n, k, p.sb * L), make_stride(int64_t(k), _1{}, int64_t(n) * k)));
+  typename T::Params params{
+      make_tma_copy(SM90_TMA_LOAD{}, gA, typename T::SmemLayoutA{}(_, _, 0),
+                    make_shape(Int<T::kTileM>{}, Int<T::kTileK>{}), _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gB, typename T::SmemLayoutB{}(_, _, 0),
+                    make_shape(Int<T::kTileN>{}, Int<T::kTileK>{}), _1{}),
+      p,
+      int((p.m + T::kTileM - 1) / T::kTileM),
+      int((p.n + T::kTileN - 1) / T::kTileN),
+      int((p.k + T::kTileK - 1) / T::kTileK)};
+
+  int device = 0, sms = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) return std::string("cannot query the device: ") + cudaGetErrorString(e);
+
+  auto kernel = fused_gemm_kernel<T>;
+  const int smem_bytes = int(sizeof(typename T::SharedStorage));
+  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  if (e != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);
+
+  const int64_t work = int64_t(params.tiles_m) * params.tiles_n * L * p.splits;
+  const int grid = int(std::min<int64_t>(work, sms));
+  kernel<<<grid, T::kThreads, smem_bytes, stream>>>(params);
+  e = cudaGetLastError();
+  if (e != cudaSuccess) return std::string("kernel launch: ") + cudaGetErrorString(e);
+  return "";
+}
+
+}  // namespace fused
+}  // namespace jaxemu

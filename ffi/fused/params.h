@@ -1,0 +1,43 @@
+// jaxemu fused emulation GEMM: the problem description shared by host and device.
+//
+// One launch computes a whole emulated product C = sum_t 2^e_t * A_{a_t} @ B_{b_t}^T
+// over the scheme's slice products ("terms") t, for a batch of L problems:
+//   A slices: (Sa, L, M, K) in the slice format, K contiguous (row stride K)
+//   B slices: (Sb, L, N, K) likewise (B stored transposed: "TN")
+//   C:        (splits, L, M, N) float32 row-major; splits == 1 writes the product,
+//             splits > 1 writes one partial sum per K-split (the caller adds them).
+// Partial sums leave the tensor cores' accumulator every `kc_tiles[t]` K-tiles
+// (each term separately) and are added, times 2^e_t, to an FP32 accumulator with
+// round-to-nearest adds: Hopper's tensor cores do not accumulate in round-to-
+// nearest (DESIGN.md 2.1), so this promotion is what keeps FP32 accuracy at large K.
+#pragma once
+
+#include <cstdint>
+
+namespace jaxemu {
+namespace fused {
+
+constexpr int kMaxTerms = 9;  // bf16x9: every pair of three slices
+
+enum class SliceType { kBF16, kFP16, kTF32 };
+
+struct Problem {
+  const void* a = nullptr;       // (Sa, L, M, K)
+  const void* b = nullptr;       // (Sb, L, N, K)
+  float* c = nullptr;            // (splits, L, M, N)
+  int* nonfinite = nullptr;      // set to 1 when an output is NaN/Inf (caller zeroes it)
+  const int32_t* row_exp = nullptr;  // (L, M) or null: C[l, m, n] *= 2^-(row_exp[l, m] + col_exp[l, n])
+  const int32_t* col_exp = nullptr;  // (L, N) or null (both or neither)
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  int sa = 1, sb = 1;            // slices per operand
+  int splits = 1;                // K-splits (deterministic: one partial each)
+  int tile_n = 128;              // tile width chosen by the caller (128 or 192)
+  int nterms = 0;
+  int term_a[kMaxTerms] = {};    // slice of A in term t
+  int term_b[kMaxTerms] = {};    // slice of B in term t
+  int term_exp[kMaxTerms] = {};  // the term's weight 2^e_t (exact)
+  int kc_tiles[kMaxTerms] = {};  // promotion interval of term t, in K-tiles (>= 1)
+};
+
+}  // namespace fused
+}  // namespace jaxemu

@@ -1,0 +1,74 @@
+// Compile-time configuration of the fused emulation GEMM: tile shape, shared
+// memory layouts, tensor-core instruction, pipeline. Everything the kernel,
+// mainloop and epilogue headers agree on lives here.
+#pragma once
+
+#include "cute/tensor.hpp"
+#include "cute/atom/mma_atom.hpp"
+#include "cute/atom/copy_traits_sm90_tma.hpp"
+#include "cute/arch/mma_sm90.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/numeric_types.h"
+#include "cutlass/pipeline/sm90_pipeline.hpp"
+
+#include "params.h"
+
+namespace jaxemu {
+namespace fused {
+
+using namespace cute;
+
+template <class Element_, int TileN_>
+struct Traits {
+  using Element = Element_;  // cutlass::bfloat16_t, cutlass::half_t or cutlass::tfloat32_t
+  static constexpr int kTileM = 128;  // two consumer warpgroups of 64 rows
+  static constexpr int kTileN = TileN_;
+  // One 128-byte swizzle row of K: 64 K-steps of 16-bit slices, 32 of tf32.
+  static constexpr int kTileK = 128 / int(sizeof(Element));
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+  // Stages: as many (A, B) tile pairs as fit in 227 KB of shared memory (the
+  // epilogue stores from registers and needs none).
+  static constexpr int kStageBytes = int(sizeof(Element)) * (kTileM + kTileN) * kTileK;
+  static constexpr int kStages = (227 * 1024 - 1024) / kStageBytes;
+  static_assert(kStages >= 3, "tile too large for a useful pipeline");
+
+  using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<kTileK>>;
+  using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutA = decltype(tile_to_shape(SmemAtom{}, make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kStages>{})));
+  using SmemLayoutB = decltype(tile_to_shape(SmemAtom{}, make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kStages>{})));
+
+  // wgmma 64 x TileN x (16 or 8), FP32 accumulation, both operands K-major in
+  // shared memory; the two consumer warpgroups split the tile's 128 rows.
+  using MmaAtom = decltype(GMMA::ss_op_selector<Element, Element, float, TileShape>());
+  using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kConsumerWarpgroups>, _1, _1>>{}));
+
+  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
+  using PipelineState = typename Pipeline::PipelineState;
+
+  // Global slices as TMA sees them: (rows, K, slice * L + l), K contiguous.
+  using GmemLayout = Layout<Shape<int32_t, int32_t, int32_t>, Stride<int64_t, _1, int64_t>>;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemLayout{}));
+  using TmaA = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutA{}(_, _, 0),
+                                      make_shape(Int<kTileM>{}, Int<kTileK>{}), _1{}));
+  using TmaB = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutB{}(_, _, 0),
+                                      make_shape(Int<kTileN>{}, Int<kTileK>{}), _1{}));
+  static constexpr uint32_t kTmaBytesPerStage = uint32_t(kStageBytes);
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
+    cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
+    typename Pipeline::SharedStorage pipeline;
+  };
+
+  // Kernel parameters (passed by value as a __grid_constant__).
+  struct Params {
+    TmaA tma_a;
+    TmaB tma_b;
+    Problem problem;
+    int tiles_m, tiles_n, k_tiles;
+  };
+};
+
+}  // namespace fused
+}  // namespace jaxemu
