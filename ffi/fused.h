@@ -10,11 +10,11 @@
 namespace jaxemu {
 namespace fused {
 
-// K-steps per tile of the kernels for a slice type (promotion intervals are
-// whole tiles; the caller pads K to a multiple of kKAlign(t)).
+// K-steps per tile of the kernels for a slice type: one 128-byte row of
+// slices. Promotion intervals are whole tiles; K must be a multiple of it
+// (the caller zero-pads), as the slices are laid out tile by tile (params.h).
 int tile_k(SliceType t);
-// K must be a multiple of this (TMA needs 16-byte row strides).
-int k_align(SliceType t);
+int k_align(SliceType t);  // == tile_k(t)
 
 // "" when the problem can run, else why not.
 std::string check(SliceType t, const Problem& p);

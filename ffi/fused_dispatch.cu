@@ -16,7 +16,7 @@ JAXEMU_FUSED_DECLARE(tf32)
 #undef JAXEMU_FUSED_DECLARE
 
 int tile_k(SliceType t) { return t == SliceType::kTF32 ? 32 : 64; }
-int k_align(SliceType t) { return t == SliceType::kTF32 ? 4 : 8; }
+int k_align(SliceType t) { return tile_k(t); }
 
 static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 

@@ -21,28 +21,33 @@ struct Epilogue {
   static constexpr int TM = T::kTileM, TN = T::kTileN;
 
   template <class Accum, class Coords>
-  static __device__ void store(typename T::Params const& params, WorkTile const& w, Accum const& total,
+  static __device__ void store(typename T::Params const& params, WorkTile const& w, Accum& total,
                                Coords const& coords /* (row, col) in the tile per accumulator */) {
     const Problem& p = params.problem;
     const int64_t M = p.m, N = p.n;
-    float* out = p.c + (int64_t(w.split) * p.batch + w.l) * M * N;
-    const int32_t* row_exp = p.row_exp ? p.row_exp + int64_t(w.l) * M : nullptr;
-    const int32_t* col_exp = p.col_exp ? p.col_exp + int64_t(w.l) * N : nullptr;
-    const bool pairs = (N % 2) == 0;  // (col, col + 1) pairs are 8-byte aligned
+    float* __restrict__ out = p.c + (int64_t(w.split) * p.batch + w.l) * M * N;
+    const int64_t row0 = int64_t(w.m_blk) * TM, col0 = int64_t(w.n_blk) * TN;
+    // First every load (the exponents), then every store: a load after a
+    // store through another pointer would wait for it (possible aliasing).
+    if (p.row_exp != nullptr) {
+      const int32_t* __restrict__ row_exp = p.row_exp + int64_t(w.l) * M;
+      const int32_t* __restrict__ col_exp = p.col_exp + int64_t(w.l) * N;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(total); ++i) {
+        const int64_t r = row0 + get<0>(coords(i)), c = col0 + get<1>(coords(i));
+        const int e = (r < M ? __ldg(row_exp + r) : 0) + (c < N ? __ldg(col_exp + c) : 0);
+        total(i) = scale_pow2(total(i), -e);
+      }
+    }
     bool bad = false;
+    const bool pairs = (N % 2) == 0;  // (col, col + 1) pairs are 8-byte aligned
     // The wgmma accumulator layout holds (row, col) and (row, col + 1) in
     // consecutive registers, col even.
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(total); i += 2) {
-      const int64_t r = int64_t(w.m_blk) * TM + get<0>(coords(i));
-      const int64_t c = int64_t(w.n_blk) * TN + get<1>(coords(i));
+      const int64_t r = row0 + get<0>(coords(i)), c = col0 + get<1>(coords(i));
       if (r >= M || c >= N) continue;
-      float v0 = total(i), v1 = total(i + 1);
-      if (row_exp) {
-        const int er = row_exp[r];
-        v0 = scale_pow2(v0, -(er + col_exp[c]));
-        if (c + 1 < N) v1 = scale_pow2(v1, -(er + col_exp[c + 1]));
-      }
+      const float v0 = total(i), v1 = total(i + 1);
       float* dst = out + r * N + c;
       bad |= !isfinite(v0);
       if (c + 1 < N) {

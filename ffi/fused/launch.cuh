@@ -18,10 +18,8 @@ template <class T>
 std::string launch(const Problem& p, cudaStream_t stream) {
   using Element = typename T::Element;
   const int32_t m = int32_t(p.m), n = int32_t(p.n), k = int32_t(p.k), L = int32_t(p.batch);
-  auto gA = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.a)),
-                        make_layout(make_shape(m, k, p.sa * L), make_stride(int64_t(k), _1{}, int64_t(m) * k)));
-  auto gB = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.b)),
-                        make_layout(make_shape(n, k, p.sb * L), make_stride(int64_t(k), _1{}, int64_t(n) * k)));
+  auto gA = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.a)), T::gmem_layout(m, k, p.sa, L));
+  auto gB = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.b)), T::gmem_layout(n, k, p.sb, L));
   typename T::Params params{
       make_tma_copy(SM90_TMA_LOAD{}, gA, typename T::SmemLayoutA{}(_, _, 0),
                     make_shape(Int<T::kTileM>{}, Int<T::kTileK>{}), _1{}),

@@ -37,8 +37,8 @@ struct Mainloop {
                               typename T::SharedStorage& smem, WorkTile const& w) {
     const Problem& p = params.problem;
     const int L = int(p.batch);
-    Tensor mA = params.tma_a.get_tma_tensor(make_shape(int(p.m), int(p.k), p.sa * L));
-    Tensor mB = params.tma_b.get_tma_tensor(make_shape(int(p.n), int(p.k), p.sb * L));
+    Tensor mA = params.tma_a.get_tma_tensor(T::gmem_shape(int(p.m), int(p.k), p.sa, L));
+    Tensor mB = params.tma_b.get_tma_tensor(T::gmem_shape(int(p.n), int(p.k), p.sb, L));
     Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
     Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});
     auto tma_a = params.tma_a.get_slice(0);
@@ -46,9 +46,9 @@ struct Mainloop {
     Tensor tAsA = tma_a.partition_D(sA);  // (TMA, TMA_M, TMA_K, stage)
     Tensor tBsB = tma_b.partition_D(sB);
     for (ChunkIter it(p, params.k_tiles, w.split); !it.done(); it.next()) {
-      Tensor gA = local_tile(mA(_, _, p.term_a[it.term] * L + w.l), Shape<Int<TM>, Int<TK>>{},
+      Tensor gA = local_tile(mA(_, _, make_coord(p.term_a[it.term], w.l)), Shape<Int<TM>, Int<TK>>{},
                              make_coord(w.m_blk, _));  // (TM, TK, k-tile)
-      Tensor gB = local_tile(mB(_, _, p.term_b[it.term] * L + w.l), Shape<Int<TN>, Int<TK>>{},
+      Tensor gB = local_tile(mB(_, _, make_coord(p.term_b[it.term], w.l)), Shape<Int<TN>, Int<TK>>{},
                              make_coord(w.n_blk, _));
       Tensor tAgA = tma_a.partition_S(gA);  // (TMA, TMA_M, TMA_K, k-tile)
       Tensor tBgB = tma_b.partition_S(gB);

@@ -2,8 +2,11 @@
 //
 // One launch computes a whole emulated product C = sum_t 2^e_t * A_{a_t} @ B_{b_t}^T
 // over the scheme's slice products ("terms") t, for a batch of L problems:
-//   A slices: (Sa, L, M, K) in the slice format, K contiguous (row stride K)
-//   B slices: (Sb, L, N, K) likewise (B stored transposed: "TN")
+//   A slices: (L, M, K / TK, Sa, TK) in the slice format: for each row and
+//             K-tile of TK elements (128 bytes), the Sa slices side by side, so
+//             that one elementwise XLA fusion writes them reading A once
+//   B slices: (L, N, K / TK, Sb, TK) likewise (B stored transposed: "TN")
+//   K is a multiple of TK (64 for 16-bit slices, 32 for tf32; zero-padded).
 //   C:        (splits, L, M, N) float32 row-major; splits == 1 writes the product,
 //             splits > 1 writes one partial sum per K-split (the caller adds them).
 // Partial sums leave the tensor cores' accumulator every `kc_tiles[t]` K-tiles
@@ -22,8 +25,8 @@ constexpr int kMaxTerms = 9;  // bf16x9: every pair of three slices
 enum class SliceType { kBF16, kFP16, kTF32 };
 
 struct Problem {
-  const void* a = nullptr;       // (Sa, L, M, K)
-  const void* b = nullptr;       // (Sb, L, N, K)
+  const void* a = nullptr;       // (L, M, K / TK, Sa, TK)
+  const void* b = nullptr;       // (L, N, K / TK, Sb, TK)
   float* c = nullptr;            // (splits, L, M, N)
   int* nonfinite = nullptr;      // set to 1 when an output is NaN/Inf (caller zeroes it)
   const int32_t* row_exp = nullptr;  // (L, M) or null: C[l, m, n] *= 2^-(row_exp[l, m] + col_exp[l, n])

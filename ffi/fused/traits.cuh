@@ -46,9 +46,22 @@ struct Traits {
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename Pipeline::PipelineState;
 
-  // Global slices as TMA sees them: (rows, K, slice * L + l), K contiguous.
-  using GmemLayout = Layout<Shape<int32_t, int32_t, int32_t>, Stride<int64_t, _1, int64_t>>;
+  // Global slices (see params.h): (L, rows, K / kTileK, S, kTileK) in memory,
+  // i.e. the slices of one K-tile of one row side by side, 128 bytes each. As
+  // TMA sees them: (rows, (kTileK, K / kTileK), (S, L)).
+  using GmemLayout = Layout<Shape<int32_t, Shape<Int<kTileK>, int32_t>, Shape<int32_t, int32_t>>,
+                            Stride<int64_t, Stride<_1, int64_t>, Stride<Int<kTileK>, int64_t>>>;
   using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemLayout{}));
+
+  static CUTLASS_HOST_DEVICE auto gmem_shape(int32_t rows, int32_t k, int32_t slices, int32_t batch) {
+    return make_shape(rows, make_shape(Int<kTileK>{}, k / kTileK), make_shape(slices, batch));
+  }
+  static CUTLASS_HOST_DEVICE GmemLayout gmem_layout(int32_t rows, int32_t k, int32_t slices, int32_t batch) {
+    const int64_t row_stride = int64_t(k) * slices;
+    return make_layout(gmem_shape(rows, k, slices, batch),
+                       make_stride(row_stride, make_stride(_1{}, int64_t(kTileK) * slices),
+                                   make_stride(Int<kTileK>{}, int64_t(rows) * row_stride)));
+  }
   using TmaA = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutA{}(_, _, 0),
                                       make_shape(Int<kTileM>{}, Int<kTileK>{}), _1{}));
   using TmaB = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutB{}(_, _, 0),

@@ -1,14 +1,18 @@
 """The cuda backend's fused path: one kernel launch per emulated product.
 
-XLA splits each operand in one fusion (slices stacked on a leading axis, in
-the slice dtype, K contiguous, K padded to 16 bytes); one FFI call
+XLA splits each operand in one elementwise fusion that reads it once (the
+slices of each 128-byte K-tile of a row side by side, in the slice dtype, K
+zero-padded to whole tiles: ffi/fused/params.h); one FFI call
 (ffi/fused/: warp-specialized TMA + wgmma kernel) computes every slice
 product of every magnitude level, promotes partial sums into FP32 every kc
 K-steps per term, weights each term by its exact power of two, undoes the
-fp16 row/column scaling and writes C once. The only other work on C is the
-rare-path conditional: NaN/Inf in the operands (seen by the split fusion) or
-a non-finite output (flagged by the kernel's epilogue) sends the product
-through the same FP32 special-value rules as the xla backend.
+fp16 row/column scaling and writes C once. NaN/Inf operands are split as
+they are: they make their rows/columns of C non-finite, and any non-finite
+output raises a flag in the kernel's epilogue; only then does a conditional
+rerun the product through the xla backend's FP32 special-value rules (NaN and
+Inf exactly where the FP32 product has them; overflows take FP32's value).
+So the common case reads each operand once (twice for fp16's row scaling)
+and writes C once.
 
 Promotion per term: level-0 (hi*hi) products promote every kc K-steps (the
 scheme's kc, rounded to whole tiles); a level-L term is ~2^-(L*p) smaller
@@ -45,9 +49,6 @@ def tile_k(fmt: str) -> int:
     return 32 if fmt == "tf32" else 64
 
 
-def k_align(fmt: str) -> int:
-    """K is padded to 16-byte rows (TMA's stride rule)."""
-    return 4 if fmt == "tf32" else 8
 
 
 class Terms(NamedTuple):
@@ -113,35 +114,37 @@ def sm_count() -> int:
         return 132
 
 
-def _slices(x, s: FloatSplit, axis: int, kp: int, transpose: bool):
-    """One operand's slices stacked (S, L, rows, kp) in the slice dtype."""
-    sl, e = xla_backend.split_float(x, s, axis=axis)
-    out = []
-    for h in sl:
-        if transpose:
-            h = jnp.swapaxes(h, 1, 2)  # (L, K, N) -> (L, N, K)
-        out.append(jnp.pad(h, ((0, 0), (0, 0), (0, kp - h.shape[2]))).astype(_DTYPES[s.fmt]))
-    return jnp.stack(out), e
+def _slices(x, s: FloatSplit, kp: int):
+    """Slices of x (L, rows, K), K contiguous, as the kernel reads them:
+    (L, rows, kp / TK, S, TK) in the slice dtype (params.h), and the per-row
+    scaling exponents (L, rows) or None. One elementwise fusion: each output
+    element recomputes its slice from one input element, the S slices of a
+    K-tile lie side by side, so the input is read once."""
+    tk = tile_k(s.fmt)
+    bsz, rows, k = x.shape
+    x = jnp.pad(x, ((0, 0), (0, 0), (0, kp - k))).reshape(bsz, rows, kp // tk, 1, tk)
+    sl, e = xla_backend.split_float(x, s, axis=(2, 4))
+    which = lax.broadcasted_iota(jnp.int32, (1, 1, 1, s.slices, 1), 3)
+    out = sl[-1]
+    for i in range(s.slices - 2, -1, -1):
+        out = jnp.where(which == i, sl[i], out)
+    e = None if e is None else e.reshape(bsz, rows).astype(jnp.int32)
+    return out.astype(_DTYPES[s.fmt]), e
 
 
-def fused_product(a, b, s: FloatSplit):
-    """The scheme's product of canonical float32 operands (L, M, K) x (L, K, N)
-    with FP32 special-value semantics, in one kernel launch."""
-    s = get_scheme(s)
+def _emulated(a, b, s: FloatSplit):
+    """The kernel's product of (L, M, K) x (L, K, N), and whether any output
+    is NaN/Inf (a traced bool)."""
     bsz, m, k = a.shape
     n = b.shape[2]
-    if a.size == 0 or b.size == 0:
-        return jnp.zeros((bsz, m, n), jnp.float32)
-    fin_a, fin_b = jnp.isfinite(a), jnp.isfinite(b)
-    a0, b0 = jnp.where(fin_a, a, 0.0), jnp.where(fin_b, b, 0.0)
-    kp = -(-k // k_align(s.fmt)) * k_align(s.fmt)
-    a_sl, ea = _slices(a0, s, 2, kp, transpose=False)
-    b_sl, eb = _slices(b0, s, 1, kp, transpose=True)
+    kp = -(-k // tile_k(s.fmt)) * tile_k(s.fmt)
+    a_sl, ea = _slices(a, s, kp)
+    b_sl, eb = _slices(jnp.swapaxes(b, 1, 2), s, kp)  # (L, K, N) -> (L, N, K)
     t = terms_of(s, kp)
     cfg = launch_config(m, n, kp, bsz, s, sm_count())
     scaled_in_kernel = ea is not None and cfg.splits == 1
     if scaled_in_kernel:
-        row, col = ea[:, :, 0].astype(jnp.int32), eb[:, 0, :].astype(jnp.int32)
+        row, col = ea, eb
     else:
         row = col = jnp.zeros((0,), jnp.int32)
     out_types = (jax.ShapeDtypeStruct((cfg.splits, bsz, m, n), jnp.float32),
@@ -156,18 +159,33 @@ def fused_product(a, b, s: FloatSplit):
         c = c + parts[i]
     bad = flag[0] != 0
     if ea is not None and not scaled_in_kernel:
-        c = xla_backend.ldexp(c, -(ea + eb))
+        c = xla_backend.ldexp(c, -(ea[:, :, None] + eb[:, None, :]))
     if cfg.splits > 1:  # the sum of finite partials can still overflow
         bad = bad | ~jnp.all(jnp.isfinite(c))
+    return c, bad
+
+
+def fused_product(a, b, s: FloatSplit):
+    """The scheme's product of canonical float32 operands (L, M, K) x (L, K, N)
+    with FP32 special-value semantics, in one kernel launch."""
+    s = get_scheme(s)
+    bsz, m, k = a.shape
+    n = b.shape[2]
+    if a.size == 0 or b.size == 0:
+        return jnp.zeros((bsz, m, n), jnp.float32)
+    c, bad = _emulated(a, b, s)
 
     def with_specials(c):
-        # As the xla backend: overflowed entries take FP32's own value, and
-        # NaN/Inf inputs impose the FP32 product's NaN/Inf pattern.
+        # As the xla backend: the emulation of the finite parts, overflowed
+        # entries taking FP32's own value, and NaN/Inf inputs imposing the
+        # FP32 product's NaN/Inf pattern.
+        a0, b0 = jnp.where(jnp.isfinite(a), a, 0.0), jnp.where(jnp.isfinite(b), b, 0.0)
+        c = lax.cond(jnp.all(jnp.isfinite(a)) & jnp.all(jnp.isfinite(b)), lambda: c,
+                     lambda: _emulated(a0, b0, s)[0])
         fp32 = xla_backend.native_dot(a0, b0, get_scheme("fp32"), "cuda")
         c = jnp.where(jnp.isfinite(c), c, fp32)
         pat = xla_backend._dot(xla_backend.special_pattern(a), xla_backend.special_pattern(b),
                                lax.Precision.DEFAULT)
         return jnp.where(jnp.isfinite(pat), c, pat)
 
-    rare = bad | ~jnp.all(fin_a) | ~jnp.all(fin_b)
-    return lax.cond(rare, with_specials, lambda c: c, c)
+    return lax.cond(bad, with_specials, lambda c: c, c)
