@@ -101,8 +101,8 @@ JAXEMU_GEMM_HANDLER(kGemmAccFP16, kFP16, F16, true)
 JAXEMU_GEMM_HANDLER(kGemmAccTF32, kTF32, F32, true)
 
 // The fused emulation GEMM (fused.h): every slice product of one emulated
-// product in one launch. A slices (Sa, L, M, K), B slices (Sb, L, N, K) of the
-// slice dtype; row/col exponents (L, M) / (L, N) int32, or empty; out C
+// product in one launch. A slices (L, M, K/TK, Sa, TK), B slices (L, N, K/TK,
+// Sb, TK) of the slice dtype (fused/params.h); row/col exponents (L, M) / (L, N) int32, or empty; out C
 // (splits, L, M, N) float32 and a nonfinite flag (1,) int32.
 template <fused::SliceType kType, ffi::DataType kDtype>
 ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer row_exp,
@@ -113,10 +113,12 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
   auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
   if (a.element_type() != kDtype || b.element_type() != kDtype)
     return ffi::Error::InvalidArgument("jaxemu fused: slice dtype does not match the target");
-  if (da.size() != 4 || db.size() != 4 || dc.size() != 4 || da[1] != db[1] || da[3] != db[3] || dc[0] != splits ||
-      dc[1] != da[1] || dc[2] != da[2] || dc[3] != db[2])
-    return ffi::Error::InvalidArgument("jaxemu fused: expected A (Sa, L, M, K), B (Sb, L, N, K), C (splits, L, M, N); got " +
-                                       shape_str(da) + ", " + shape_str(db) + ", " + shape_str(dc));
+  const int64_t tk = fused::tile_k(kType);
+  if (da.size() != 5 || db.size() != 5 || dc.size() != 4 || da[4] != tk || db[4] != tk || db[0] != da[0] ||
+      db[2] != da[2] || dc[0] != splits || dc[1] != da[0] || dc[2] != da[1] || dc[3] != db[1])
+    return ffi::Error::InvalidArgument(
+        "jaxemu fused: expected A (L, M, K/TK, Sa, TK), B (L, N, K/TK, Sb, TK) with TK = " + std::to_string(tk) +
+        ", C (splits, L, M, N); got " + shape_str(da) + ", " + shape_str(db) + ", " + shape_str(dc));
   if (c->element_type() != ffi::DataType::F32 || flag->element_type() != ffi::DataType::S32 ||
       flag->element_count() != 1)
     return ffi::Error::InvalidArgument("jaxemu fused: C must be float32 and the flag one int32");
@@ -128,12 +130,12 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
   p.b = b.untyped_data();
   p.c = static_cast<float*>(c->untyped_data());
   p.nonfinite = static_cast<int*>(flag->untyped_data());
-  p.sa = int(da[0]);
-  p.sb = int(db[0]);
-  p.batch = da[1];
-  p.m = da[2];
-  p.k = da[3];
-  p.n = db[2];
+  p.batch = da[0];
+  p.m = da[1];
+  p.k = da[2] * tk;
+  p.sa = int(da[3]);
+  p.n = db[1];
+  p.sb = int(db[3]);
   p.splits = int(splits);
   p.tile_n = int(tile_n);
   p.nterms = int(nt);
@@ -166,8 +168,8 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
   XLA_FFI_DEFINE_HANDLER(name, (FusedImpl<fused::SliceType::kind, ffi::DataType::dtype>),        \
                          ffi::Ffi::Bind()                                                         \
                              .Ctx<ffi::PlatformStream<cudaStream_t>>()                            \
-                             .Arg<ffi::AnyBuffer>()  /* a: (Sa, L, M, K) slices */                \
-                             .Arg<ffi::AnyBuffer>()  /* b: (Sb, L, N, K) slices */                \
+                             .Arg<ffi::AnyBuffer>()  /* a: (L, M, K/TK, Sa, TK) */                \
+                             .Arg<ffi::AnyBuffer>()  /* b: (L, N, K/TK, Sb, TK) */                \
                              .Arg<ffi::AnyBuffer>()  /* row_exp: (L, M) int32 or empty */         \
                              .Arg<ffi::AnyBuffer>()  /* col_exp: (L, N) int32 or empty */         \
                              .Ret<ffi::AnyBuffer>()  /* c: (splits, L, M, N) f32 */               \
