@@ -1,8 +1,11 @@
-// Epilogue of the fused GEMM: FP32 accumulators straight from registers to
-// global memory (no shared memory, no second pass over C). Applies the exact
-// power-of-two unscaling of fp16 row/column scaling, and raises the
-// `nonfinite` flag when any output is NaN/Inf: with finite slices that means
-// an overflow, which the caller resolves with FP32's own value.
+// Epilogue of the fused GEMM: C written once, from the FP32 accumulators.
+// Applies the exact power-of-two unscaling of fp16 row/column scaling and
+// raises the `nonfinite` flag when any output is NaN/Inf (an overflow, or a
+// NaN/Inf operand: the caller then applies FP32's special-value rules).
+//
+// Two ways to write C: through shared memory and TMA stores (asynchronous,
+// whole lines; 128-wide tiles), or straight from registers (192-wide tiles,
+// whose shared memory is all pipeline; and any tile when N % 4 != 0).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +43,12 @@ struct Epilogue {
       }
     }
     bool bad = false;
+    if constexpr (T::kTmaStore) {
+      if (params.tma_store) {
+        store_tma(params, w, total);
+        return;
+      }
+    }
     const bool pairs = (N % 2) == 0;  // (col, col + 1) pairs are 8-byte aligned
     // The wgmma accumulator layout holds (row, col) and (row, col + 1) in
     // consecutive registers, col even.
@@ -63,6 +72,53 @@ struct Epilogue {
       }
     }
     if (__any_sync(0xffffffffu, bad) && (threadIdx.x % 32) == 0) atomicOr(p.nonfinite, 1);
+  }
+
+  // Each consumer warpgroup writes its 64 rows of the tile into its own
+  // shared-memory block (128-byte swizzle: the 8 rows a warp writes at once
+  // fall in distinct banks), then one thread issues the TMA store of the
+  // block; the store runs while the next tile's mainloop does.
+  template <class Accum>
+  static __device__ void store_tma(typename T::Params const& params, WorkTile const& w, Accum const& total) {
+    const Problem& p = params.problem;
+    const int wg = int(threadIdx.x) / 128 - 1;  // consumer warpgroup 0 or 1
+    const bool leader = threadIdx.x % 128 == 0;
+    constexpr int kRows = TM / T::kConsumerWarpgroups;
+    extern __shared__ __align__(1024) char smem_raw[];
+    auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
+    Tensor sC = make_tensor(make_smem_ptr(smem.c.data() + wg * cosize_v<typename T::SmemLayoutC>),
+                            typename T::SmemLayoutC{});  // (64, TN)
+    typename T::TiledMma tiled_mma;
+    auto thr_mma = tiled_mma.get_thread_slice(threadIdx.x - 128);
+    Tensor coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<TM>, Int<TN>>{}));
+
+    if (leader) tma_store_wait<0>();  // the previous tile's store has read the block
+    cutlass::arch::NamedBarrier::sync(128, 1 + wg);
+    bool bad = false;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(total); i += 2) {
+      const int r = get<0>(coords(i)) - wg * kRows, c = get<1>(coords(i));
+      bad |= !isfinite(total(i)) || !isfinite(total(i + 1));  // rows/cols past M, N hold zeros
+      *reinterpret_cast<float2*>(&sC(r, c)) = make_float2(total(i), total(i + 1));
+    }
+    if (__any_sync(0xffffffffu, bad) && (threadIdx.x % 32) == 0) atomicOr(p.nonfinite, 1);
+    cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
+    cutlass::arch::NamedBarrier::sync(128, 1 + wg);
+    if (leader) {
+      Tensor mC = params.tma_c.get_tma_tensor(make_shape(int(p.m), int(p.n), p.splits * int(p.batch)));
+      Tensor gC = local_tile(mC(_, _, w.split * int(p.batch) + w.l), Shape<Int<kRows>, Int<TN>>{},
+                             make_coord(w.m_blk * T::kConsumerWarpgroups + wg, w.n_blk));
+      auto cta = params.tma_c.get_slice(0);
+      copy(params.tma_c, cta.partition_S(sC), cta.partition_D(gC));
+      tma_store_arrive();
+    }
+  }
+
+  // Before the CTA exits: its last TMA stores have read shared memory.
+  static __device__ void finish() {
+    if constexpr (T::kTmaStore) {
+      if (threadIdx.x % 128 == 0) tma_store_wait<0>();
+    }
   }
 };
 

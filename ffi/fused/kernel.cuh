@@ -64,6 +64,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fused_gemm_kernel(CUTE_GRID_CO
       Mainloop<T>::mma(params, pipeline, read, smem, w, tiled_mma, thr_mma, total_acc);
       Epilogue<T>::store(params, w, total_acc, coords);
     }
+    Epilogue<T>::finish();
   }
 #endif
 }

@@ -20,11 +20,19 @@ std::string launch(const Problem& p, cudaStream_t stream) {
   const int32_t m = int32_t(p.m), n = int32_t(p.n), k = int32_t(p.k), L = int32_t(p.batch);
   auto gA = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.a)), T::gmem_layout(m, k, p.sa, L));
   auto gB = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.b)), T::gmem_layout(n, k, p.sb, L));
+  // TMA stores need 16-byte row strides; otherwise the epilogue stores from
+  // registers and the descriptor (over a dummy 4-wide view of C) is unused.
+  const bool tma_store = T::kTmaStore && n % 4 == 0;
+  const int32_t cn = tma_store ? n : 4, cm = tma_store ? m : 1, cp = tma_store ? p.splits * L : 1;
+  auto gC = make_tensor(make_gmem_ptr(p.c), make_layout(make_shape(cm, cn, cp),
+                                                        make_stride(int64_t(cn), _1{}, int64_t(cm) * cn)));
   typename T::Params params{
       make_tma_copy(SM90_TMA_LOAD{}, gA, typename T::SmemLayoutA{}(_, _, 0),
                     make_shape(Int<T::kTileM>{}, Int<T::kTileK>{}), _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, gB, typename T::SmemLayoutB{}(_, _, 0),
                     make_shape(Int<T::kTileN>{}, Int<T::kTileK>{}), _1{}),
+      make_tma_copy(SM90_TMA_STORE{}, gC, typename T::SmemLayoutC{}),
+      tma_store,
       p,
       int((p.m + T::kTileM - 1) / T::kTileM),
       int((p.n + T::kTileN - 1) / T::kTileN),

@@ -27,10 +27,18 @@ struct Traits {
   static constexpr int kTileK = 128 / int(sizeof(Element));
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
-  // Stages: as many (A, B) tile pairs as fit in 227 KB of shared memory (the
-  // epilogue stores from registers and needs none).
+  // Epilogue: 128-wide tiles stage C in shared memory and write it with TMA
+  // stores (whole 128-byte lines, asynchronous: the next tile's MMAs start at
+  // once), which is what short-K products (k-means, kNN: K = 128..256) need;
+  // 192-wide tiles, chosen for long K, store from registers and spend all
+  // shared memory on pipeline stages.
+  static constexpr bool kTmaStore = kTileN == 128;
+  using SmemLayoutC = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
+                                             make_shape(Int<kTileM / kConsumerWarpgroups>{}, Int<kTileN>{})));
+  static constexpr int kSmemCFloats = kTmaStore ? int(cosize_v<SmemLayoutC>) * kConsumerWarpgroups : 32;
+  // Stages: as many (A, B) tile pairs as fit in the rest of 227 KB.
   static constexpr int kStageBytes = int(sizeof(Element)) * (kTileM + kTileN) * kTileK;
-  static constexpr int kStages = (227 * 1024 - 1024) / kStageBytes;
+  static constexpr int kStages = (227 * 1024 - 1024 - (kTmaStore ? kSmemCFloats * 4 : 0)) / kStageBytes;
   static_assert(kStages >= 3, "tile too large for a useful pipeline");
 
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<kTileK>>;
@@ -68,9 +76,16 @@ struct Traits {
                                       make_shape(Int<kTileN>{}, Int<kTileK>{}), _1{}));
   static constexpr uint32_t kTmaBytesPerStage = uint32_t(kStageBytes);
 
+  // C as the TMA store sees it: (M, N, split * L + l), N contiguous.
+  using GmemLayoutC = Layout<Shape<int32_t, int32_t, int32_t>, Stride<int64_t, _1, int64_t>>;
+  using TmaC = decltype(make_tma_copy(SM90_TMA_STORE{},
+                                      make_tensor(make_gmem_ptr(static_cast<float*>(nullptr)), GmemLayoutC{}),
+                                      SmemLayoutC{}));
+
   struct SharedStorage {
     cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
     cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
+    cute::array_aligned<float, kSmemCFloats, 1024> c;  // one (64, TileN) block per consumer warpgroup
     typename Pipeline::SharedStorage pipeline;
   };
 
@@ -78,6 +93,8 @@ struct Traits {
   struct Params {
     TmaA tma_a;
     TmaB tma_b;
+    TmaC tma_c;
+    bool tma_store;  // kTmaStore and C's rows are 16-byte aligned (N % 4 == 0)
     Problem problem;
     int tiles_m, tiles_n, k_tiles;
   };

@@ -125,11 +125,12 @@ def _slices(x, s: FloatSplit, kp: int):
     x = jnp.pad(x, ((0, 0), (0, 0), (0, kp - k))).reshape(bsz, rows, kp // tk, 1, tk)
     sl, e = xla_backend.split_float(x, s, axis=(2, 4))
     which = lax.broadcasted_iota(jnp.int32, (1, 1, 1, s.slices, 1), 3)
-    out = sl[-1]
+    dt = _DTYPES[s.fmt]
+    out = sl[-1].astype(dt)  # (converted before the select: XLA then keeps one fusion)
     for i in range(s.slices - 2, -1, -1):
-        out = jnp.where(which == i, sl[i], out)
+        out = jnp.where(which == i, sl[i].astype(dt), out)
     e = None if e is None else e.reshape(bsz, rows).astype(jnp.int32)
-    return out.astype(_DTYPES[s.fmt]), e
+    return out, e
 
 
 def _emulated(a, b, s: FloatSplit):
