@@ -41,6 +41,10 @@ TILE_NS = (128, 192)
 # GEMM at 8192 x 8192 x 49152: 454 vs 492 TFLOP/s with 1x1 clusters,
 # ffi/gemm_sm90.cuh): a 192-wide tile pays unless it wastes > 8 % of N.
 _TILE_N_SPEED = {128: 0.92, 192: 1.0}
+# Below this many K-steps of slice products per tile (K x terms), the
+# epilogue's share of a tile's time is large: 128-wide tiles, whose epilogue
+# is an asynchronous TMA store, win (ffi/fused/traits.cuh).
+SHORT_K_STEPS = 16384
 MAX_SPLITS = 32
 
 
@@ -86,11 +90,15 @@ class LaunchConfig(NamedTuple):
 def launch_config(m: int, n: int, k: int, batch: int, s: FloatSplit, sm_count: int) -> LaunchConfig:
     """Tile width and K-splits for one product (a small heuristic, no search).
 
-    Tile width: the one with the least padded work per unit of speed.
+    Tile width: 128 for short K (see SHORT_K_STEPS), else the one with the
+    least padded work per unit of speed.
     Splits: only when the output tiles cannot fill the GPU; then the count
     that best fills whole waves, each split keeping >= 4 chunks of work.
     """
-    tile_n = min(TILE_NS, key=lambda tn: (-(-n // tn) * tn / _TILE_N_SPEED[tn], -tn))
+    if k * len(s.products) < SHORT_K_STEPS:
+        tile_n = 128
+    else:
+        tile_n = min(TILE_NS, key=lambda tn: (-(-n // tn) * tn / _TILE_N_SPEED[tn], -tn))
     work = -(-m // TILE_M) * -(-n // tile_n) * batch
     if work >= sm_count:
         return LaunchConfig(tile_n, 1)
