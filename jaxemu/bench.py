@@ -26,6 +26,73 @@ from .testing import median_time
 
 DEFAULT_SCHEMES = "bf16,tf32,bf16x3,bf16x6,bf16x9,tf32x3,fp16x3,fp16x3_bitcut,int8_l1,int8_l4,auto"
 
+# ``--suite shapes``: the shapes applications produce (issue 10), B x M x K x N.
+SUITE_SHAPES = {
+    "4096^3": "1x4096x4096x4096",
+    "8192^3": "1x8192x8192x8192",
+    "16384^3": "1x16384x16384x16384",
+    "batched 8 x 2048^3": "8x2048x2048x2048",
+    "K = 65536": "1x4096x65536x4096",
+    "k-means distances (d = 256, 1024 centres)": "1x1048576x256x1024",
+    "k-means update (one-hot^T X)": "1x1024x1048576x256",
+    "kNN distances (d = 128)": "1x8192x128x262144",
+    "MLP layer": "1x32768x1024x4096",
+    "2048^3": "1x2048x2048x2048",
+}
+SUITE_SCHEMES = "bf16x3,bf16x6,bf16x9,tf32x3,fp16x3,fp16x3_bitcut,auto"
+
+
+def suite_error_rows(shape, laws, schemes: List[str], seed: int) -> List[dict]:
+    """Error only (no timing) of SGEMM and the schemes on further input laws."""
+    import jaxemu
+    from jaxemu import testing as T
+    bsz, m, k, n = shape
+    rows = []
+    for law in laws:
+        rng = np.random.default_rng(seed)
+        pre = (bsz,) if bsz > 1 else ()
+        a = jax.device_put(T.sample(law, pre + (m, k), rng))
+        b = jax.device_put(T.sample(law, pre + (k, n), rng))
+        with jax.enable_x64(True):
+            ref = jnp.matmul(a.astype(jnp.float64), b.astype(jnp.float64), precision=lax.Precision.HIGHEST)
+            nref = float(jnp.linalg.norm(ref))
+        errs = {}
+        for name in ["sgemm"] + schemes:
+            f = jax.jit((lambda x, y: jnp.matmul(x, y, precision=lax.Precision.HIGHEST)) if name == "sgemm"
+                        else (lambda s: lambda x, y: jaxemu.matmul(x, y, scheme=s))(name))
+            with jax.enable_x64(True):
+                errs[name] = float(jnp.linalg.norm(f(a, b).astype(jnp.float64) - ref) / nref)
+        for name, e in errs.items():
+            rows.append(dict(case=name if name == "sgemm" else f"{name}:default", shape=list(shape), law=law,
+                             error=e, error_vs_sgemm=e / errs["sgemm"], ms=None, error_only=True))
+        print(f"  {law}: " + ", ".join(f"{k} {v / errs['sgemm']:.2f}" for k, v in errs.items() if k != "sgemm")
+              + " (error / SGEMM's)", flush=True)
+        del a, b, ref
+    return rows
+
+
+def suite_table(rows: List[dict]) -> str:
+    """One line per shape: speedup over SGEMM per scheme (uniform(-1,1)), and
+    the largest error / SGEMM's over the laws measured."""
+    shapes = list(dict.fromkeys(tuple(r["shape"]) for r in rows))
+    cases = list(dict.fromkeys(r["case"] for r in rows if r["case"] not in ("sgemm", "tf32 (jnp default)")))
+    names = [c.split(":")[0] for c in cases]
+    out = [f"{'shape (B x M x K x N)':24s} {'SGEMM ms':>9s} " + " ".join(f"{n:>15s}" for n in names),
+           f"{'':24s} {'':>9s} " + " ".join(f"{'x SGEMM / err':>15s}" for _ in names)]
+    for sh in shapes:
+        rs = [r for r in rows if tuple(r["shape"]) == sh]
+        base = next((r for r in rs if r["case"] == "sgemm" and r.get("ms")), None)
+        cells = []
+        for c in cases:
+            timed = next((r for r in rs if r["case"] == c and r.get("ms")), None)
+            worst = max((r["error_vs_sgemm"] for r in rs if r["case"].split(":")[0] == c.split(":")[0]
+                         and r.get("error_vs_sgemm") is not None), default=float("nan"))
+            sp = timed["speedup_vs_sgemm"] if timed else float("nan")
+            cells.append(f"{sp:6.2f}x / {worst:5.2f}")
+        out.append(f"{'x'.join(map(str, sh)):24s} {base['ms'] if base else float('nan'):9.2f} " + " ".join(
+            f"{c:>15s}" for c in cells))
+    return "\n".join(out)
+
 
 def _presets() -> Dict[str, Callable]:
     P = lax.DotAlgorithmPreset
@@ -223,6 +290,11 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="1x4096x4096x4096,1x8192x8192x8192",
                    help="comma-separated BxMxKxN (default: 4096^3 and 8192^3)")
+    p.add_argument("--suite", default=None, choices=["shapes"],
+                   help="shapes: the application shapes of SUITE_SHAPES, the multi-slice schemes on the "
+                        "default backend, timed on --law; error ratios on every input law")
+    p.add_argument("--error-laws", default="uniform(0,1);normal(0,1);wide-exp",
+                   help="with --suite: further laws (';'-separated) for the error columns")
     p.add_argument("--schemes", default=DEFAULT_SCHEMES)
     p.add_argument("--backends", default="xla,cuda")
     p.add_argument("--law", default="uniform(-1,1)")
@@ -239,6 +311,12 @@ def main(argv=None) -> int:
     p.add_argument("--mixed-sides", default="both", choices=["both", "rows"],
                    help="mix A's rows and B's columns (APE Fig. 8), or A's rows only (auto's row hybrid)")
     args = p.parse_args(argv)
+    if args.suite == "shapes":
+        if args.shapes == p.get_default("shapes"):
+            args.shapes = ",".join(SUITE_SHAPES.values())
+        if args.schemes == p.get_default("schemes"):
+            args.schemes = SUITE_SCHEMES
+        args.backends = "default"
     facts = device_facts()
     print(" | ".join(f"{k}: {v}" for k, v in facts.items()), flush=True)
     rows = []
@@ -246,7 +324,10 @@ def main(argv=None) -> int:
         shape = tuple(int(x) for x in spec.split("x"))
         print(f"shape {spec} ({args.law})", flush=True)
         rows += run_shape(shape, args.law, args.schemes.split(","), args.backends.split(","), args.reps,
-                          args.seed, baselines=not args.no_baselines)
+                          args.seed, baselines=not args.no_baselines and not args.suite)
+        if args.suite:
+            rows += suite_error_rows(shape, list(filter(None, args.error_laws.split(";"))),
+                                     args.schemes.split(","), args.seed)
     if args.mixed:
         print(f"mixed-range inputs, n={args.mixed_n}", flush=True)
         rows += run_mixed(args.mixed_n, [float(x) for x in args.mixed.split(",")], args.mixed_schemes.split(","),
@@ -255,7 +336,9 @@ def main(argv=None) -> int:
         json.dump(dict(facts=facts, rows=rows), f, indent=1)
     if args.md:
         with open(args.md, "w") as f:
-            f.write(markdown(rows, facts))
+            f.write(markdown([r for r in rows if not r.get("error_only")], facts))
+            if args.suite:
+                f.write("\n```\n" + suite_table(rows) + "\n```\n")
     if args.plot:
         shape = [int(x) for x in args.plot_shape.split("x")]
         note = pareto_plot(rows, shape, args.plot,
@@ -263,7 +346,10 @@ def main(argv=None) -> int:
         if note:
             print(note)
     print()
-    print(table(rows))
+    print(table([r for r in rows if not r.get("error_only")]))
+    if args.suite:
+        print()
+        print(suite_table(rows))
     return 0
 
 
