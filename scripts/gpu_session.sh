@@ -21,7 +21,7 @@ if [[ " $STEPS " == *" build "* ]]; then
   python3 -m jaxemu info | tee "$OUT/info.txt"
 fi
 if [[ " $STEPS " == *" test "* ]]; then
-  JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -x tests/test_cuda.py ${TEST_ARGS:-} \
+  JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q tests/test_cuda.py ${TEST_ARGS:-} \
     2>&1 | tee "$OUT/test_cuda.log" | tail -25
 fi
 if [[ " $STEPS " == *" bench "* ]]; then
