@@ -24,9 +24,28 @@ FLOAT = ["bf16x3", "bf16x6", "bf16x9", "tf32x3", "fp16x3", "fp16x3_bitcut"]
 
 
 def emu(name, path, backend="cuda"):
+    """name[@kc=64][@growth=1]: a scheme variant; growth sets the fused path's
+    LEVEL_KC_GROWTH while this function is traced."""
+    from jaxemu.backends import cuda_fused
+    base, *opts = name.split("@")
+    s = jaxemu.get_scheme(base)
+    growth = cuda_fused.LEVEL_KC_GROWTH
+    for o in opts:
+        key, val = o.split("=")
+        if key == "kc":
+            s = s.replace(kc=int(val))
+        elif key == "growth":
+            growth = int(val)
     os.environ["JAXEMU_CUDA_PATH"] = path  # read when the jit below lowers
-    f = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=name, backend=backend))
-    return f
+    f = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=s, backend=backend))
+
+    def call(a, b):
+        old, cuda_fused.LEVEL_KC_GROWTH = cuda_fused.LEVEL_KC_GROWTH, growth
+        try:
+            return f(a, b)
+        finally:
+            cuda_fused.LEVEL_KC_GROWTH = old
+    return call
 
 
 def ref64(a, b):

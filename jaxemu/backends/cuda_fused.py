@@ -46,6 +46,8 @@ _TILE_N_SPEED = {128: 0.92, 192: 1.0}
 # is an asynchronous TMA store, win (ffi/fused/traits.cuh).
 SHORT_K_STEPS = 16384
 MAX_SPLITS = 32
+# A level-L term promotes every kc * LEVEL_KC_GROWTH^L K-steps (module docstring).
+LEVEL_KC_GROWTH = 8
 
 
 def tile_k(fmt: str) -> int:
@@ -73,7 +75,7 @@ def terms_of(s: FloatSplit, k: int) -> Terms:
         if s.kc is None:
             tiles = k_tiles
         else:
-            tiles = max(1, (s.kc * 8 ** lvl) // tk)
+            tiles = max(1, (s.kc * LEVEL_KC_GROWTH ** lvl) // tk)
         for i, j in pairs:
             a.append(i)
             b.append(j)
