@@ -3,10 +3,11 @@
 // promote partial sums into FP32.
 //
 // Per chunk (a run of K-tiles of one term), the wgmma instructions accumulate
-// into `partial`, which starts from zero; at the chunk's end it is added to
-// `total` as total = fma(partial, 2^e_t, total): the term weight is an exact
-// power of two, so this is one round-to-nearest FP32 addition. Keeping one
-// wgmma batch in flight overlaps the tensor cores with the pipeline's release.
+// into a partial accumulator, which starts from zero; after the chunk it is
+// added to `total` as total = fma(partial, 2^e_t, total): the term weight is
+// an exact power of two, so this is one round-to-nearest FP32 addition.
+// Keeping one wgmma batch in flight overlaps the tensor cores with the
+// pipeline's release.
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -62,7 +63,34 @@ struct Mainloop {
     }
   }
 
-  // Consumers: the whole K-loop of one work item into `total` (FP32).
+  // One K-tile of wgmma from pipeline stage `stage` into `acc` (from zero when `first`).
+  template <class Acc, class FragA, class FragB>
+  static __device__ void issue(typename T::TiledMma& tiled_mma, FragA const& tCrA, FragB const& tCrB, int stage,
+                               Acc& acc, bool first) {
+    warpgroup_fence_operand(acc);
+    warpgroup_arrive();
+    tiled_mma.accumulate_ = first ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+    CUTLASS_PRAGMA_UNROLL
+    for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+      cute::gemm(tiled_mma, tCrA(_, _, kb, stage), tCrB(_, _, kb, stage), acc);
+      tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+  }
+
+  // Promotion: one round-to-nearest FP32 add per element and chunk.
+  template <class Accum>
+  static __device__ void promote(Accum& total, Accum& partial, float weight) {
+    warpgroup_fence_operand(partial);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(total); ++i) total(i) = fmaf(partial(i), weight, total(i));
+  }
+
+  // Consumers: the whole K-loop of one work item into `total` (FP32). Each
+  // chunk ends by draining the wgmma pipeline, then promotes. (Overlapping the
+  // promotion with the next chunk's wgmma needs a second partial
+  // accumulator: tried for 128-wide tiles, ptxas serialized the wgmma
+  // (warning C7514) and spilled: docs/performance.md.)
   template <class Accum, class ThrMma>
   static __device__ void mma(typename T::Params const& params, Pipeline& pipeline, PipelineState& read,
                              typename T::SharedStorage& smem, WorkTile const& w, typename T::TiledMma& tiled_mma,
@@ -74,24 +102,15 @@ struct Mainloop {
     Tensor tCsB = thr_mma.partition_B(sB);
     Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // smem descriptors
     Tensor tCrB = thr_mma.make_fragment_B(tCsB);
-    Tensor partial = make_fragment_like(total);
     clear(total);
-
+    Tensor partial = make_fragment_like(total);
     for (ChunkIter it(p, params.k_tiles, w.split); !it.done(); it.next()) {
       const float weight = __int_as_float((p.term_exp[it.term] + 127) << 23);  // 2^e_t, |e_t| <= 126
       PipelineState release = read;
       const int n = it.kt_end - it.kt_begin;
       for (int i = 0; i < n; ++i) {
         pipeline.consumer_wait(read);
-        warpgroup_fence_operand(partial);
-        warpgroup_arrive();
-        tiled_mma.accumulate_ = i == 0 ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
-        CUTLASS_PRAGMA_UNROLL
-        for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-          cute::gemm(tiled_mma, tCrA(_, _, kb, read.index()), tCrB(_, _, kb, read.index()), partial);
-          tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-        }
-        warpgroup_commit_batch();
+        issue(tiled_mma, tCrA, tCrB, read.index(), partial, i == 0);
         warpgroup_wait<1>();  // the previous K-tile's wgmma is done: release its stage
         warpgroup_fence_operand(partial);
         if (i > 0) {
@@ -101,11 +120,8 @@ struct Mainloop {
         ++read;
       }
       warpgroup_wait<0>();
-      warpgroup_fence_operand(partial);
       pipeline.consumer_release(release);
-      // Promotion: one round-to-nearest FP32 add per element and chunk.
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(total); ++i) total(i) = fmaf(partial(i), weight, total(i));
+      promote(total, partial, weight);
     }
   }
 };
