@@ -14,8 +14,7 @@ from .info import info
 from .auto import auto_report
 from .costs import calibrate, CostModel
 from .tune import Plan, tune, product_cost
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 _cuda.register()  # the CUDA kernels' FFI targets and lowering, when the extension is built
 

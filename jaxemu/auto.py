@@ -1,5 +1,9 @@
 """The "auto" scheme (APE's adapter): the fastest scheme the data allow.
 
+auto sits above the backends: the primitive hands it a concrete product
+``product(a, b, scheme)`` (jaxemu.backends), and auto composes fp16x3,
+bf16x6 and FP32 products of it. Nothing below this module imports it.
+
 1. Classify (at run time) each row of A and column of B, the unit of
    fp16x3's power-of-two scaling:
      class 0 "fp16": nonzero exponents within FP16_SPREAD binades and far from
@@ -51,6 +55,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import costs
+from .backends import backend_for
+from .backends.xla import exponent
 from .schemes import Auto, get_scheme
 
 # fp16x3 keeps full precision for values within ~26 binades below their row's
@@ -182,7 +188,6 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
 def _row_exponents(x):
     """(nonzero, smallest exponent, largest exponent) of each row of canonical
     x (B, R, C) over its finite values; each (B, R)."""
-    from .backends.xla import exponent
     ax = jnp.abs(jnp.where(jnp.isfinite(x), x, 0.0))
     amax = jnp.max(ax, axis=2, initial=0.0)
     amin = jnp.min(jnp.where(ax > 0, ax, jnp.inf), axis=2, initial=jnp.inf)
@@ -252,11 +257,9 @@ def _allowed(cand: Candidate, ca, cb):
     return (ca.max(initial=0) <= worst) & (cb.max(initial=0) <= worst) & enough(ca, cand.rows) & enough(cb, cand.cols)
 
 
-def _run(cand: Candidate, a, b, ca, cb, platform, level_sum):
-    from .backends import xla
-
+def _run(cand: Candidate, a, b, ca, cb, product):
     def dot(x, y, name):
-        return xla.canonical_dot(x, y, get_scheme(name), platform, level_sum)
+        return product(x, y, get_scheme(name))
     if not cand.hybrid:
         return dot(a, b, cand.scheme)
     m, n, p, q = a.shape[1], b.shape[2], cand.rows, cand.cols
@@ -286,18 +289,19 @@ def choice_index(pl: AutoPlan, ca, cb):
     return jnp.argmax(ok)  # the first allowed one
 
 
-def auto_dot(a, b, s: Auto, platform: str, level_sum=None):
-    """The auto scheme on canonical f32 operands (may contain NaN/Inf);
-    ``level_sum`` is the backend's slice-product routine (see xla.canonical_dot)."""
-    from .backends import xla
-    backend = "xla" if level_sum in (None, xla.xla_level_sum) else "cuda"
-    level_sum = level_sum or xla.xla_level_sum
+def auto_dot(a, b, s: Auto, platform: str, product, backend: str = "xla"):
+    """The auto scheme on canonical f32 operands a (B, M, K), b (B, K, N)
+    (may contain NaN/Inf). ``product(a, b, scheme)`` is the backends'
+    concrete product (jaxemu.backends.product_for), ``backend`` the name of
+    the backend it runs the emulated schemes on (for the cost model)."""
     bsz, m, k = a.shape
+    if a.size == 0 or b.size == 0:
+        return product(a, b, get_scheme("fp32"))
     pl = plan(bsz, m, b.shape[2], k, s, platform, backend)
     if pl.static:
-        return xla.canonical_dot(a, b, get_scheme(pl.static), platform, level_sum)
+        return product(a, b, get_scheme(pl.static))
     ca, cb = classes(a, b)
-    branches = [lambda a, b, ca, cb, c=c: _run(c, a, b, ca, cb, platform, level_sum) for c in pl.candidates]
+    branches = [lambda a, b, ca, cb, c=c: _run(c, a, b, ca, cb, product) for c in pl.candidates]
     return lax.switch(choice_index(pl, ca, cb), branches, a, b, ca, cb)
 
 
@@ -309,7 +313,6 @@ def auto_report(a, b, scheme="auto", platform: Optional[str] = None) -> Dict[str
     cost model used."""
     import jax
 
-    from .backends import backend_for
     s = get_scheme(scheme)
     if not isinstance(s, Auto):
         raise ValueError(f"auto_report needs an auto scheme, got {s.name!r}")

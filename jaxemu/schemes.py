@@ -97,6 +97,12 @@ class Scheme:
     def num_products(self) -> int:
         return len(self.products)
 
+    @property
+    def parts(self) -> Tuple["Scheme", ...]:
+        """The concrete schemes whose products a backend runs for this one:
+        itself, except for composite schemes (auto)."""
+        return (self,)
+
     def describe(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -325,6 +331,11 @@ class Auto(Scheme):
     @property
     def num_products(self) -> int:
         return 0
+
+    @property
+    def parts(self) -> Tuple[Scheme, ...]:
+        # The emulated branches; its FP32 branch is the native product.
+        return (get_scheme("fp16x3"), get_scheme("bf16x6"))
 
     def describe(self) -> str:
         return (f"auto: fp16x3 where safe, else bf16x6, else fp32, per row/column, "

@@ -1,6 +1,7 @@
-"""The "cuda" lowering of jaxemu_dot: the same splits and special-value
-handling as the xla backend, with the slice products computed by jaxemu's
-promoted tensor-core GEMMs (ffi/gemm_sm90.cuh) through XLA FFI calls.
+"""The cuda backend's concrete product (see jaxemu.backends): the same
+splits and special-value handling as the xla backend, with the slice products
+computed by jaxemu's promoted tensor-core GEMMs (ffi/gemm_sm90.cuh) through
+XLA FFI calls.
 
 Per magnitude level of a float scheme (smallest first) one GEMM of the
 K-concatenated slices runs with partial sums promoted to FP32 every kc
@@ -16,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import primitive
-from ..schemes import Auto, FloatSplit
+from . import register_product, xla
+from ..schemes import FloatSplit
 
 _DTYPES = {"bf16": jnp.bfloat16, "fp16": jnp.float16, "tf32": jnp.float32}
 
@@ -73,30 +74,28 @@ def _gpus_supported(ext) -> bool:
 
 
 def handles(s) -> bool:
-    """Schemes the kernels run: multi-slice float schemes (and auto, whose
-    branches are float schemes). One-slice natives (bf16, fp16, tf32) gain
-    nothing from promotion and cuBLAS runs them faster through XLA (measured:
-    docs/performance.md), so they stay on the xla backend."""
-    return isinstance(s, Auto) or (isinstance(s, FloatSplit) and s.slices > 1)
+    """Concrete schemes the kernels run: multi-slice float schemes. One-slice
+    natives (bf16, fp16, tf32) gain nothing from promotion and cuBLAS runs
+    them faster through XLA (measured: docs/performance.md), so they stay on
+    the xla backend."""
+    return isinstance(s, FloatSplit) and s.slices > 1
+
+
+def make_product(ext):
+    """The concrete product (a (B, M, K), b (B, K, N), scheme) -> c: the xla
+    backend's split and special-value code around the kernels' level sums."""
+    level_sum = make_level_sum(ext)
+
+    def product(a, b, s):
+        return xla.canonical_dot(a, b, s, "cuda", level_sum)
+    return product
 
 
 def register(ext) -> None:
     for name, capsule in ext.registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="CUDA")
-    level_sum = make_level_sum(ext)
-    rules = {}
-
-    def cuda_rule(ctx, lhs, rhs, **params):
-        s = params["scheme"]
-        if not (handles(s) and _gpus_supported(ext)):
-            return None  # the xla backend's lowering
-        rule = rules.get("float")
-        if rule is None:
-            rule = rules["float"] = primitive.lower_impl(
-                functools.partial(primitive.xla_impl, platform="cuda", level_sum=level_sum))
-        return rule(ctx, lhs, rhs, **params)
-
-    primitive.register_platform_lowering("cuda", cuda_rule)
+    register_product("cuda", "cuda", make_product(ext),
+                     handles=lambda s: handles(s) and _gpus_supported(ext))
 
 
 def gpus_supported(ext) -> bool:
