@@ -25,6 +25,7 @@ from jax.interpreters import ad, batching, mlir
 
 from . import _compat, _sharding, auto, backends
 from .dims import canonicalize, dot_shape
+from .schemes import NativeFP32
 
 BACKENDS = ("default", "xla", "cuda")
 
@@ -150,7 +151,12 @@ def _transpose_rhs(g, lhs, rhs, *, dimension_numbers, **params):
 
 def impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, platform="generic"):
     """The primitive in plain JAX: canonicalize, run the scheme's product
-    (auto: its choice among concrete products), reshape."""
+    (auto: its choice among concrete products), reshape. The fp32 scheme is
+    dot_general itself at precision HIGHEST, on the operands as they are,
+    so that emulating with it changes nothing where FP32 is the default."""
+    if isinstance(scheme, NativeFP32):
+        return lax.dot_general(lhs, rhs, dimension_numbers, precision=lax.Precision.HIGHEST,
+                               preferred_element_type=jnp.float32).astype(out_dtype)
     ds = dot_shape(lhs.shape, rhs.shape, dimension_numbers)
     a, b = canonicalize(lhs, rhs, ds)
     product = backends.product_for(platform, backend)
