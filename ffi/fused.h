@@ -24,4 +24,8 @@ std::string check(SliceType t, const Problem& p);
 std::string run(SliceType t, const Problem& p, cudaStream_t stream);
 
 }  // namespace fused
+
+// Whether `device` can run the kernels (compute capability 9.0); else why not.
+bool device_supported(int device, std::string* why);
+
 }  // namespace jaxemu

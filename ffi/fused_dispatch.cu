@@ -56,4 +56,20 @@ std::string run(SliceType t, const Problem& p, cudaStream_t stream) {
 }
 
 }  // namespace fused
+
+bool device_supported(int device, std::string* why) {
+  int major = 0, minor = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string("cannot query the device: ") + cudaGetErrorString(e);
+    return false;
+  }
+  if (major != 9) {
+    if (why) *why = "the kernels are built for sm_90 (Hopper); this device is sm_" + std::to_string(major * 10 + minor);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace jaxemu

@@ -9,18 +9,17 @@ from .schemes import Scheme, NativeFP32, FloatSplit, Int8Split, Auto, get_scheme
 from .api import dot, dot_general, matmul, default_scheme, default_backend, current_scheme, int8_fallback_stats
 from .primitive import jaxemu_dot_p
 from .backends import cuda as _cuda
-from .emulate import emulate, explain, DotInfo, DotDecision
+from .emulate import emulate, explain, DotInfo, DotDecision, NothingEmulatedWarning
 from .info import info
 from .auto import auto_report
 from .costs import calibrate, CostModel
 from .tune import Plan, tune, product_cost
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 _cuda.register()  # the CUDA kernels' FFI targets and lowering, when the extension is built
 
 __all__ = [
     "Scheme", "NativeFP32", "FloatSplit", "Int8Split", "Auto", "get_scheme", "schemes",
     "dot", "dot_general", "matmul", "default_scheme", "default_backend", "current_scheme", "int8_fallback_stats",
-    "jaxemu_dot_p", "emulate", "explain", "DotInfo", "DotDecision", "info", "auto_report", "calibrate", "CostModel", "Plan", "tune", "product_cost", "__version__",
+    "jaxemu_dot_p", "emulate", "explain", "DotInfo", "DotDecision", "NothingEmulatedWarning", "info", "auto_report", "calibrate", "CostModel", "Plan", "tune", "product_cost", "__version__",
 ]

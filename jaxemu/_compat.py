@@ -94,3 +94,62 @@ def permuted_sharding(aval, axes):
     from jax.sharding import NamedSharding, PartitionSpec
     entries = tuple(spec) + (None,) * (aval.ndim - len(tuple(spec)))
     return NamedSharding(sh.mesh, PartitionSpec(*[entries[a] for a in axes]))
+
+
+# ----------------------------------------------------------------------------
+# Higher-order primitives whose sub-programs are not jaxprs in their params.
+
+def is_hi_prim(x) -> bool:
+    """A "hijax" primitive object (jax >= 0.11: the ``_prim`` param of
+    call_hi_primitive, e.g. lax.custom_root's CustomRoot)."""
+    return _HI_PRIM is not None and isinstance(x, _HI_PRIM)
+
+
+def _hi_prim_class():
+    try:
+        from jax._src import hijax
+    except ImportError:
+        return None
+    return getattr(hijax, "HiPrim", None)  # jax 0.10 has hijax without it
+
+
+_HI_PRIM = _hi_prim_class()
+
+
+# Params of hijax primitives that are functions of arrays (pytrees in, pytrees
+# out), by class name: emulate wraps them. Others (remat policies, ...) are
+# left alone.
+_HI_PRIM_ARRAY_FUNCTIONS = {
+    "CustomRoot": ("f", "solve", "tangent_solve"),
+    "_RootLinearMap": ("f",),
+}
+
+
+def hi_prim_array_functions(prim):
+    return _HI_PRIM_ARRAY_FUNCTIONS.get(type(prim).__name__, ())
+
+
+def hi_prim_params(prim) -> dict:
+    return dict(prim.params)
+
+
+def replace_hi_prim(prim, changes: dict):
+    """A copy of hijax primitive ``prim`` with some params replaced."""
+    import copy
+    new = copy.copy(prim)
+    new.params = dict(prim.params, **changes)
+    new.__dict__.update(changes)
+    return new
+
+
+def is_custom_vmap_rule(x) -> bool:
+    """custom_vmap_call's ``rule`` param (custom_batching.ClosedRule)."""
+    return isinstance(x, _CLOSED_RULE)
+
+
+def _closed_rule_class():
+    from jax._src import custom_batching
+    return custom_batching.ClosedRule
+
+
+_CLOSED_RULE = _closed_rule_class()

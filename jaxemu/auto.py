@@ -1,62 +1,123 @@
 """The "auto" scheme (APE's adapter): the fastest scheme the data allow.
 
-1. Classify (at run time) each row of A and column of B, the unit of
-   fp16x3's power-of-two scaling:
-     class 0 "fp16": nonzero exponents within FP16_SPREAD binades and far from
-       the f32 range ends: fp16x3 keeps 22+ bits of every value after scaling;
-     class 1 "bf16": away from the f32 range ends: bf16x6 is exact;
-     class 2 "fp32": values beyond 2^100 or below 2^-100, where slices or
-       their residuals under- or overflow -- or values whose products with
-       the other operand's would leave FP32's normal range: bf16x6 does not
-       scale, so its smallest slice products sit 2^-16 below the product and
-       are flushed where FP32's own product is still normal (a row at 2^-60
-       times a column at 2^-60), and a slice rounded up can overflow where
-       the product does not (2^64 - ulp squared). Each row is paired with the
-       smallest (largest) exponent of the whole other operand, so every pair
-       of rows and columns that is not class 2 is safe.
-   An output element needs the higher class of its row and column. The
-   fp16 test is strict on purpose: one value 2^-25 below its row's maximum
-   would lose bits in fp16x3, and only its partner in B decides whether that
-   matters, so auto assumes it does.
+auto sits above the backends: the primitive hands it a concrete product
+``product(a, b, scheme)`` (jaxemu.backends), and auto composes fp16x3,
+bf16x6 and FP32 products of it. Nothing below this module imports it.
+
+1. Data test, at run time, in one pass over each operand (``operand_stats``):
+   per row of A and column of B (the unit of fp16x3's power-of-two scaling)
+   the largest and the smallest nonzero |value| and the sum of |values|, and
+   for the normwise test one column of C (a matrix-vector product in the
+   same pass over A).
+   * bf16x6 / FP32, both criteria: a row or column is class 2 ("fp32") when
+     it holds values beyond 2^100 or below 2^-100, where bf16 slices or their
+     residuals under- or overflow, or values whose products with the other
+     operand's would leave FP32's normal range: bf16x6 does not scale, so its
+     smallest slice products sit 2^-16 below the product and are flushed
+     where FP32's own product is still normal (a row at 2^-60 times a column
+     at 2^-60), and a slice rounded up can overflow where the product does
+     not (2^64 - ulp squared). Each row is paired with the smallest (largest)
+     exponent of the whole other operand, so every pair of rows and columns
+     that is not class 2 is safe for bf16x6. Otherwise class 1.
+   * fp16x3, criterion="normwise" (the default; docs/accuracy.md has the
+     derivation and the measurements). fp16x3 scales a row whose largest
+     |value| lies in [2^e, 2^(e+1)) to [2^13, 2^14) and keeps x as
+     hi + lo 2^-12 (fp16 both), dropping the lo x lo product. Its ordinary
+     rounding (22+ bits per value, what makes it FP32-class) changes a
+     product a b by at most 3 2^-22 |a b|; the bits that fp16's subnormal
+     grid cuts from values far below their row's maximum (in the split and
+     in the dropped lo x lo term) change it by at most
+     2^(e_i - 48) |b| + 2^(f_j - 48) |a| more (e_i, f_j: the exponents of the
+     maxima of a's row and b's column). Over C = AB, in Frobenius norm, by at
+     most
+         E = 2^-48 (||amax||_2 ||Lb||_2 + ||La||_2 ||bmax||_2)
+     (amax, La: the rows' largest |value| and sums of |values|; bmax, Lb the
+     columns'). fp16x3 runs when E <= 2^-26 ||C||_F, a quarter of FP32's
+     unit roundoff (SGEMM's own error on the benchmark's laws is 2-16
+     units), with ||C||_F bounded from below by ||A b_j||_2 for the column j
+     of B with the largest sum, computed in FP32 and lowered by its own
+     rounding bound. Both sides are bounds, so this part is rigorous; it is
+     loose by about sqrt(N) (one column of C stands for all of them), which
+     the benchmark's laws pass by a factor of 30 or more at 8192^3. The same
+     pass also checks that the probed column of C sums many products that
+     matter (MIN_TERMS): on sums of a few products FP32 is exact but for its
+     last rounding, and fp16x3's 22 bits per value show (up to ~3x FP32's
+     error).
+   * fp16x3, criterion="componentwise": a row is class 0 when its nonzero
+     exponents lie within FP16_SPREAD binades (and it is class 1 otherwise):
+     then every value keeps 22+ bits, whatever its partner in the other
+     operand; one value 2^-25 below its row's maximum refuses the row. An
+     output element needs the higher class of its row and column.
 2. Candidates (static, per shape): pure fp32, fp16x3, bf16x6, and hybrids
-   (APE's block-wise hybrid at row/column granularity): A's fp16-safe rows
-   and B's fp16-safe columns are gathered to the front; the top-left p x q
-   block of C runs fp16x3, the rest bf16x6 (two or three products). One-sided
-   splits (q = N or p = M) at 1/4, 1/2, 3/4 of M (N), two-sided ones at 1/2
-   and 3/4, in multiples of ``block``. Gathering instead of masking tiles
-   means no scheme computes a block it does not keep, on any backend.
+   (APE's block-wise hybrid at row/column granularity): rows of A and
+   columns of B ordered from most to least fp16x3-friendly (class, or their
+   share of E) are gathered to the front; the top-left p x q block of C runs
+   fp16x3, the rest bf16x6 (two or three products). One-sided splits
+   (q = N or p = M) at 1/4, 1/2, 3/4 of M (N), two-sided ones at 1/2 and
+   3/4, in multiples of ``block``. Gathering instead of masking tiles means
+   no scheme computes a block it does not keep, on any backend.
 3. Each candidate's time comes from the device's cost model (costs.py:
    calibrated or shipped per GPU model); without one, from slice-product
    counts plus the size thresholds ``min_flops`` / ``min_dim``. Emulated
    candidates predicted slower than 0.9 x FP32 are dropped, so that auto is
    never meant to lose to SGEMM; if none is left, auto is native FP32 for
    that shape, decided at trace time and reported by ``explain``.
-4. At run time, the fastest candidate whose constraints the classes meet
-   runs (lax.switch: only the chosen branch executes). FP32 is always
-   allowed, so every input has a safe branch.
+4. At run time the fastest candidate the test allows runs. The common case
+   costs one conditional: when fp16x3 is the fastest candidate and passes,
+   it runs; otherwise the hybrids' tests run and lax.switch picks among the
+   rest (only the chosen branch executes; FP32 is always allowed).
 NaN/Inf need no class of their own: every scheme reproduces FP32's NaN/Inf
-pattern (backends/xla.py).
-Known limit: fp16x3 keeps 22-23 significant bits per value, so at very small
-K (below ~32, where FP32 makes few roundings) its error can reach ~3x FP32's.
-auto never emulates such products by default: the size thresholds need
-K >= 2048, and the H200 cost model predicts FP32 faster for K <= 128 at any
-M = N up to 32768.
+pattern (backends/xla.py), and the test reads the finite values only.
+Known limit: fp16x3 keeps 22-23 significant bits per value, so where an
+entry of C is a sum of few products (small K, or one product dominating) its
+error exceeds FP32's. The normwise test's term count refuses the second case
+where the probed column shows it; small K is never emulated by default: the
+size thresholds need K >= 2048, and the H200 cost model predicts FP32 faster
+for K <= 128 at any M = N up to 32768.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Tuple
+import functools
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import jax.numpy as jnp
 from jax import lax
 
 from . import costs
+from .backends import backend_for
+from .backends.xla import exponent, ldexp
 from .schemes import Auto, get_scheme
 
-# fp16x3 keeps full precision for values within ~26 binades below their row's
-# maximum (hi and lo stay normal in fp16 after scaling the maximum to
-# [2^13, 2^14)); 24 leaves a margin.
+# componentwise: fp16x3 keeps full precision for values within ~26 binades
+# below their row's maximum (hi and lo stay normal in fp16 after scaling the
+# maximum to [2^13, 2^14)); 24 leaves a margin.
 FP16_SPREAD = 24
+# normwise: beyond its ordinary rounding, fp16x3 changes a product a b by at
+# most 2^(e + FP16X3_FLOOR_EXP) |b| for a in a row whose maximum is in
+# [2^e, 2^(e+1)) (and likewise for b's column): with the row's maximum scaled
+# to [2^13, 2^14) (backends/xla.py split_float), lo's grid 2^-24 cuts at most
+# 2^-37 from a value, and the dropped lo x lo product at most 2^-25 2^-11 |b|
+# (a's lo below fp16's normal range times b's): together 1.5 2^-36, under
+# 2^-35 at the row's scale 2^-13, i.e. 2^(e-48).
+FP16X3_FLOOR_EXP = -48
+# ... and may add at most 2^BUDGET_EXP ||C||_F by the bits it loses: a
+# quarter of FP32's unit roundoff.
+BUDGET_EXP = -26
+# fp16x3 keeps 22 bits per value where FP32's product keeps 24: where an
+# entry of C sums few products that matter, FP32's error is little more than
+# its final rounding and fp16x3's is larger (CPU, uniform data: 1.8x FP32's
+# at K = 4, 1.5x at 8, 1.2x at 16, 1.0x from 64, where FP32's summation
+# errors take over; rows with 8 nonzeros of 256: 1.5x). The normwise test
+# also needs the entries of the probed column of C to sum at least
+# MIN_TERMS products, each counted as (|a_ik b_kj| / largest)^(1/8): 1/2 at
+# 2^-8 below the largest, 1/8 at 2^-24, 0 for zeros (dense uniform data:
+# about 0.85 K; 8 nonzeros: 7; wide-exp: 32 at K = 256, where fp16x3 is
+# 0.85x FP32's). Not caught: one product 2^28 or more above all the others
+# of a long sum (FP32 then absorbs the others exactly; fp16x3 measured up
+# to 3x FP32's error, i.e. ~3 units of roundoff).
+MIN_TERMS = 24
+UNIT_ROUNDOFF = 2.0 ** -24
 # Exponent window in which bf16/fp16 slices and their residuals stay normal
 # and partial sums cannot overflow.
 SAFE_MIN_EXP = -100
@@ -67,7 +128,7 @@ SAFE_MAX_EXP = 100
 PAIR_MIN_EXP = -100
 PAIR_MAX_EXP = 124
 # Emulation must be predicted at least this much faster than FP32 to be tried
-# (the cost model's error and the class scan's cost are the margin).
+# (the cost model's error and the data test's cost are the margin).
 PAYS = 0.9
 SPLIT_FRACTIONS = (0.25, 0.5, 0.75)   # one-sided hybrids
 BOTH_FRACTIONS = (0.5, 0.75)          # two-sided: fewer, each one is a branch to compile
@@ -79,8 +140,8 @@ CLASS = {name: i for i, name in enumerate(CHOICES)}
 @dataclasses.dataclass(frozen=True)
 class Candidate:
     """One way to run a (M, K) x (K, N) product: fp16x3 on the first ``rows``
-    fp16-safe rows of A times the first ``cols`` fp16-safe columns of B, and
-    ``scheme`` on the rest of C; ``hybrid=False``: ``scheme`` on all of C."""
+    rows of A (in the data test's order) times its first ``cols`` columns of
+    B, and ``scheme`` on the rest of C; ``hybrid=False``: ``scheme`` on all of C."""
 
     scheme: str
     time: float
@@ -179,19 +240,61 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
     return AutoPlan(tuple(keep), "the fastest candidate the data allow, chosen at run time", source)
 
 
-def _row_exponents(x):
-    """(nonzero, smallest exponent, largest exponent) of each row of canonical
-    x (B, R, C) over its finite values; each (B, R)."""
-    from .backends.xla import exponent
-    ax = jnp.abs(jnp.where(jnp.isfinite(x), x, 0.0))
-    amax = jnp.max(ax, axis=2, initial=0.0)
-    amin = jnp.min(jnp.where(ax > 0, ax, jnp.inf), axis=2, initial=jnp.inf)
-    return amax > 0, exponent(jnp.where(jnp.isinf(amin), amax, amin)), exponent(amax)
+# ----------------------------------------------------------------------------
+# The data test.
+
+class Stats(NamedTuple):
+    """Per row of A (B, M) and column of B (B, N), over their finite values:
+    largest |value|, smallest nonzero |value| (inf for none), sum of |values|.
+    Normwise test only (else None), for v = 2^-eb b_j, the column j of B with
+    the largest sum (eb (B,): the exponent of that sum), per row of A (B, M):
+    y = A v, z = |A| |v|, m = max_k |a_ik v_k|, q = sum_k |a_ik v_k|^(1/8)."""
+
+    a_max: jnp.ndarray
+    a_min: jnp.ndarray
+    a_l1: jnp.ndarray
+    b_max: jnp.ndarray
+    b_min: jnp.ndarray
+    b_l1: jnp.ndarray
+    y: Optional[jnp.ndarray] = None
+    z: Optional[jnp.ndarray] = None
+    m: Optional[jnp.ndarray] = None
+    q: Optional[jnp.ndarray] = None
+    eb: Optional[jnp.ndarray] = None
 
 
-def classes(a, b):
-    """Class (0, 1, 2) of each row of canonical a (B, M, K) and each column of
-    b (B, K, N): (B, M) and (B, N).
+def _side(x0, axis):
+    ax = jnp.abs(x0)
+    return (jnp.max(ax, axis=axis, initial=0.0),
+            jnp.min(jnp.where(ax > 0, ax, jnp.inf), axis=axis, initial=jnp.inf),
+            jnp.sum(ax, axis=axis))
+
+
+def operand_stats(a, b, normwise: bool = True) -> Stats:
+    """The data test's statistics of canonical a (B, M, K), b (B, K, N): one
+    pass over B (reductions over K), then one over A (reductions over K, the
+    probe A v among them), plus a gather of one column of B."""
+    a0 = jnp.where(jnp.isfinite(a), a, 0.0)
+    b0 = jnp.where(jnp.isfinite(b), b, 0.0)
+    b_max, b_min, b_l1 = _side(b0, 1)
+    a_max, a_min, a_l1 = _side(a0, 2)
+    if not normwise:
+        return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1)
+    j = jnp.argmax(b_l1, axis=1)                                           # (B,)
+    eb = exponent(jnp.max(b_l1, axis=1, initial=0.0))                      # (B,)
+    v = ldexp(jnp.take_along_axis(b0, j[:, None, None], axis=2)[:, :, 0], -eb[:, None])  # (B, K), |v| < 2
+    av = a0 * v[:, None, :]
+    t = jnp.abs(av)
+    y = jnp.sum(av, axis=2)   # reductions, not a dot: they share A's pass
+    z = jnp.sum(t, axis=2)
+    m = jnp.max(t, axis=2, initial=0.0)
+    q = jnp.sum(_root8(t), axis=2)
+    return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb)
+
+
+def _classes_from(st: Stats):
+    """Class (0, 1, 2) of each row of A (B, M) and column of B (B, N): 2 where
+    bf16x6 is unsafe, else 0 where the componentwise fp16 test passes, else 1.
 
     A row passes the pair test against the smallest and largest exponents of
     the other operand's rows that pass their own window (the others are
@@ -199,7 +302,9 @@ def classes(a, b):
     e_i + e_j is within [PAIR_MIN_EXP, PAIR_MAX_EXP] for all their values.
     Conservative: one tiny value in a row pairs with the other operand's
     tiniest, whether or not they meet in a product."""
-    sides = [_row_exponents(a), _row_exponents(jnp.swapaxes(b, 1, 2))]
+    sides = []
+    for amax, amin in ((st.a_max, st.a_min), (st.b_max, st.b_min)):
+        sides.append((amax > 0, exponent(jnp.where(jnp.isinf(amin), amax, amin)), exponent(amax)))
     own = [(emax <= SAFE_MAX_EXP) & (emin >= SAFE_MIN_EXP) for _, emin, emax in sides]
 
     def extremes(side, ok):  # per batch element; rows that are zero or fail their window do not count
@@ -217,6 +322,155 @@ def classes(a, b):
     return tuple(out)
 
 
+def _root8(t):
+    return jnp.sqrt(jnp.sqrt(jnp.sqrt(t)))
+
+
+def _norm(x, axis=-1):
+    return jnp.sqrt(jnp.sum(x * x, axis=axis))
+
+
+class _Scaled(NamedTuple):
+    """The normwise test's vectors, A's scaled by 2^-ea (ea: the exponent of
+    its largest row sum), B's by 2^-eb, exactly, into [0, 2]: row maxima and
+    sums fa, la (B, M); column maxima and sums fb, lb (B, N); rhs (B,):
+    2^(BUDGET_EXP + 50) times the lower bound on ||C||_F in the same scale
+    (-inf where a statistic is not finite); per_row (B, M): products that
+    matter per entry of the probed column; w (B, M): the rows' weights."""
+
+    fa: jnp.ndarray
+    la: jnp.ndarray
+    fb: jnp.ndarray
+    lb: jnp.ndarray
+    rhs: jnp.ndarray
+    per_row: jnp.ndarray
+    w: jnp.ndarray
+
+
+class DataTest:
+    """auto's run-time test on canonical operands a (B, M, K), b (B, K, N):
+    which candidates their data allow, and the order in which hybrids gather
+    rows and columns. Everything is computed from ``operand_stats`` (one
+    pass over each operand); the hybrids' parts (sorts) only when asked."""
+
+    def __init__(self, st: Stats, mkn: Tuple[int, int, int], criterion: str):
+        self.st, self.criterion = st, criterion
+        self.m, self.k, self.n = mkn
+
+    @classmethod
+    def of(cls, a, b, s: Auto) -> "DataTest":
+        st = operand_stats(a, b, normwise=s.criterion == "normwise")
+        return cls(st, (a.shape[1], a.shape[2], b.shape[2]), s.criterion)
+
+    @functools.cached_property
+    def classes(self):
+        return _classes_from(self.st)
+
+    @functools.cached_property
+    def bf16x6_ok(self):
+        ca, cb = self.classes
+        return jnp.maximum(ca.max(initial=0), cb.max(initial=0)) <= 1
+
+    # -- normwise: E <= 2^BUDGET_EXP ||C||_F, in each batch element --------
+    @functools.cached_property
+    def _scaled(self) -> "_Scaled":
+        st = self.st
+        ea = exponent(jnp.max(st.a_l1, axis=1, initial=0.0))[:, None]
+        eb = st.eb[:, None]
+        fa, la, y, z, mx = (ldexp(x, -ea) for x in (st.a_max, st.a_l1, st.y, st.z, st.m))
+        fb, lb = (ldexp(x, -eb) for x in (st.b_max, st.b_l1))
+        # A lower bound on ||A b_j|| (B,): the probe's FP32 rounding is at most
+        # 2K u (|A| |b_j|) per entry, and the norms' at most 2M u of them.
+        gamma = 2.0 * (self.k + 2 * self.m + 2) * UNIT_ROUNDOFF
+        low = _norm(y) - gamma * _norm(z)
+        finite = (jnp.all(jnp.isfinite(st.a_l1), axis=1) & jnp.all(jnp.isfinite(st.b_l1), axis=1)
+                  & jnp.all(jnp.isfinite(st.y), axis=1) & jnp.all(jnp.isfinite(st.z), axis=1))
+        # E 2^-(ea+eb) 2^50 is compared with 2^(BUDGET_EXP + 50) ||C|| 2^-(ea+eb).
+        rhs = jnp.where(finite, 2.0 ** (BUDGET_EXP - FP16X3_FLOOR_EXP) * low, -jnp.inf)
+        # Products that matter per entry of the probed column: each counts
+        # (|a_ik v_k| / m_i)^(1/8); rows weigh m_i^2 (zero rows: no weight).
+        per_row = jnp.where(st.m > 0, st.q / _root8(jnp.where(st.m > 0, st.m, 1.0)), jnp.inf)
+        return _Scaled(fa, la, fb, lb, rhs, per_row, mx * mx)
+
+    @staticmethod
+    def _lhs(nfa, nla, nfb, nlb):
+        """E 2^-(ea+eb) 2^50 from the norms of the scaled vectors; E's own FP32
+        sums are covered by the factor 2."""
+        return 2.0 * (nfa * nlb + nla * nfb)
+
+    @staticmethod
+    def _terms(w, wq):
+        return jnp.where(w > 0, wq / jnp.where(w > 0, w, 1.0), jnp.inf)
+
+    @functools.cached_property
+    def normwise_ratio(self):
+        """E over its budget 2^BUDGET_EXP ||C||_F (lower bound), per batch
+        element: <= 1 passes."""
+        v = self._scaled
+        lhs = self._lhs(_norm(v.fa), _norm(v.la), _norm(v.fb), _norm(v.lb))
+        return jnp.where(lhs == 0, 0.0, jnp.where(v.rhs > 0, lhs / v.rhs, jnp.inf))
+
+    @functools.cached_property
+    def terms(self):
+        """Per batch element: about how many products make up an entry of the
+        probed column of C (1: one product dominates; see MIN_TERMS)."""
+        v = self._scaled
+        return self._terms(jnp.sum(v.w, axis=1), jnp.sum(jnp.where(v.w > 0, v.w * v.per_row, 0.0), axis=1))
+
+    @functools.cached_property
+    def fp16x3_ok(self):
+        if self.criterion == "componentwise":
+            ca, cb = self.classes
+            return jnp.maximum(ca.max(initial=0), cb.max(initial=0)) <= 0
+        return jnp.all(self.normwise_ratio <= 1.0) & jnp.all(self.terms >= MIN_TERMS)
+
+    # -- hybrids ------------------------------------------------------------
+    @functools.cached_property
+    def order(self):
+        """Permutations (B, M), (B, N) putting the rows of A and columns of B
+        most fit for fp16x3 first (stable: ties keep their index order)."""
+        if self.criterion == "componentwise":
+            keys = self.classes
+        else:  # each row's (column's) share of E with the other side whole; rows of few terms last
+            v = self._scaled
+            rows = v.fa * _norm(v.lb)[:, None] + v.la * _norm(v.fb)[:, None]
+            keys = (jnp.where(v.per_row >= MIN_TERMS, rows, jnp.inf),
+                    _norm(v.fa)[:, None] * v.lb + _norm(v.la)[:, None] * v.fb)
+        return tuple(jnp.argsort(x, axis=1, stable=True) for x in keys)
+
+    @functools.cached_property
+    def _prefix(self):
+        """Cumulative sums in ``order`` of the squares of the scaled vectors,
+        and of the rows' term-count weights."""
+        v = self._scaled
+        pa, pb = self.order
+        cum = lambda x, p: jnp.cumsum(jnp.take_along_axis(x, p, axis=1), axis=1)  # noqa: E731
+        wq = jnp.where(v.w > 0, v.w * v.per_row, 0.0)
+        return (cum(v.fa * v.fa, pa), cum(v.la * v.la, pa), cum(v.fb * v.fb, pb), cum(v.lb * v.lb, pb),
+                cum(v.w, pa), cum(wq, pa))
+
+    def hybrid_ok(self, rows: int, cols: int):
+        """fp16x3 on the first ``rows`` rows x ``cols`` columns in ``order``
+        (every batch element), bf16x6 on the rest of C."""
+        if self.criterion == "componentwise":
+            ca, cb = self.classes
+
+            def enough(c, need):  # at least ``need`` fp16-safe rows in every batch element
+                return (c == 0).sum(axis=1).min(initial=c.shape[1]) >= need
+            return self.bf16x6_ok & enough(ca, rows) & enough(cb, cols)
+        cfa, cla, cfb, clb, cw, cwq = self._prefix
+        p, q = rows - 1, cols - 1
+        lhs = self._lhs(jnp.sqrt(cfa[:, p]), jnp.sqrt(cla[:, p]), jnp.sqrt(cfb[:, q]), jnp.sqrt(clb[:, q]))
+        terms = self._terms(cw[:, p], cwq[:, p])
+        return self.bf16x6_ok & jnp.all(lhs <= self._scaled.rhs) & jnp.all(terms >= MIN_TERMS)
+
+    def allows(self, cand: Candidate):
+        if cand.hybrid:
+            return self.hybrid_ok(cand.rows, cand.cols)
+        return {"fp16x3": lambda: self.fp16x3_ok, "bf16x6": lambda: self.bf16x6_ok,
+                "fp32": lambda: jnp.bool_(True)}[cand.scheme]()
+
+
 def _panel_classes(row_cls, block: int):
     """Highest class per panel of ``block`` rows (B, R) -> (B, ceil(R / block))."""
     bsz, r = row_cls.shape
@@ -227,7 +481,7 @@ def _panel_classes(row_cls, block: int):
 
 def block_counts(row_cls, col_cls, s: Auto):
     """Output-block counts (n_fp16, n_bf16, n_fp32) from the classes of A's
-    rows and B's columns (``classes``).
+    rows and B's columns (componentwise criterion).
 
     A row panel (``s.block`` rows of A) and a column panel of B are each
     classified; an output block needs the higher class of its two panels.
@@ -241,75 +495,82 @@ def block_counts(row_cls, col_cls, s: Auto):
     return tuple((need == c).sum().astype(jnp.int32) for c in (0, 1, 2))
 
 
-def _allowed(cand: Candidate, ca, cb):
-    """Whether the row classes ca (B, M) and column classes cb (B, N) allow ``cand``."""
-    worst = CLASS[cand.scheme]
+def _run(cand: Candidate, a, b, order, product: Callable):
     if not cand.hybrid:
-        return jnp.maximum(ca.max(initial=0), cb.max(initial=0)) <= worst
-
-    def enough(c, need):  # at least ``need`` fp16-safe rows in every batch element
-        return (c == 0).sum(axis=1).min(initial=c.shape[1]) >= need
-    return (ca.max(initial=0) <= worst) & (cb.max(initial=0) <= worst) & enough(ca, cand.rows) & enough(cb, cand.cols)
-
-
-def _run(cand: Candidate, a, b, ca, cb, platform, level_sum):
-    from .backends import xla
-
-    def dot(x, y, name):
-        return xla.canonical_dot(x, y, get_scheme(name), platform, level_sum)
-    if not cand.hybrid:
-        return dot(a, b, cand.scheme)
+        return product(a, b, get_scheme(cand.scheme))
     m, n, p, q = a.shape[1], b.shape[2], cand.rows, cand.cols
-    # fp16-safe rows of A and columns of B first (stable sorts keep their order);
-    # a side not split (p = M or q = N) is left as it is.
+    row_perm, col_perm = order
+    # The rows and columns most fit for fp16x3 first; a side not split
+    # (p = M or q = N) is left as it is.
     if p < m:
-        row_perm = jnp.argsort(ca, axis=1, stable=True)
         a = jnp.take_along_axis(a, row_perm[:, :, None], axis=1)
     if q < n:
-        col_perm = jnp.argsort(cb, axis=1, stable=True)
         b = jnp.take_along_axis(b, col_perm[:, None, :], axis=2)
-    c = dot(a[:, :p], b[:, :, :q], "fp16x3")
+    fp16x3, rest = get_scheme("fp16x3"), get_scheme(cand.scheme)
+    c = product(a[:, :p], b[:, :, :q], fp16x3)
     if q < n:
-        c = jnp.concatenate([c, dot(a[:, :p], b[:, :, q:], cand.scheme)], axis=2)
+        c = jnp.concatenate([c, product(a[:, :p], b[:, :, q:], rest)], axis=2)
     if p < m:
-        c = jnp.concatenate([c, dot(a[:, p:], b, cand.scheme)], axis=1)
+        c = jnp.concatenate([c, product(a[:, p:], b, rest)], axis=1)
         c = jnp.take_along_axis(c, jnp.argsort(row_perm, axis=1)[:, :, None], axis=1)  # rows back in place
     if q < n:
         c = jnp.take_along_axis(c, jnp.argsort(col_perm, axis=1)[:, None, :], axis=2)  # columns back in place
     return c
 
 
-def choice_index(pl: AutoPlan, ca, cb):
-    """Index in ``pl.candidates`` of the fastest candidate the classes allow
-    (candidates are sorted by time; fp32 is always allowed)."""
-    ok = jnp.stack([_allowed(c, ca, cb) for c in pl.candidates])
-    return jnp.argmax(ok)  # the first allowed one
+def choice_index(candidates, test: DataTest):
+    """Index in ``candidates`` (sorted by time) of the first one the test
+    allows (the last one, fp32, is always allowed)."""
+    ok = jnp.stack([test.allows(c) for c in candidates])
+    return jnp.argmax(ok)
 
 
-def auto_dot(a, b, s: Auto, platform: str, level_sum=None):
-    """The auto scheme on canonical f32 operands (may contain NaN/Inf);
-    ``level_sum`` is the backend's slice-product routine (see xla.canonical_dot)."""
-    from .backends import xla
-    backend = "xla" if level_sum in (None, xla.xla_level_sum) else "cuda"
-    level_sum = level_sum or xla.xla_level_sum
+def _choose(candidates, a, b, test: DataTest, product: Callable):
+    # Branches get arrays as operands, not closures over tracers (JAX may
+    # cache the branch functions).
+    order = test.order if any(c.hybrid for c in candidates) else None
+    if len(candidates) == 1:
+        return _run(candidates[0], a, b, order, product)
+    branches = [functools.partial(_run, c, product=product) for c in candidates]
+    return lax.switch(choice_index(candidates, test), branches, a, b, order)
+
+
+def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xla"):
+    """The auto scheme on canonical f32 operands a (B, M, K), b (B, K, N)
+    (may contain NaN/Inf). ``product(a, b, scheme)`` is the backends'
+    concrete product (jaxemu.backends.product_for), ``backend`` the name of
+    the backend it runs the emulated schemes on (for the cost model)."""
     bsz, m, k = a.shape
-    pl = plan(bsz, m, b.shape[2], k, s, platform, backend)
+    n = b.shape[2]
+    if a.size == 0 or b.size == 0:
+        return product(a, b, get_scheme("fp32"))
+    pl = plan(bsz, m, n, k, s, platform, backend)
     if pl.static:
-        return xla.canonical_dot(a, b, get_scheme(pl.static), platform, level_sum)
-    ca, cb = classes(a, b)
-    branches = [lambda a, b, ca, cb, c=c: _run(c, a, b, ca, cb, platform, level_sum) for c in pl.candidates]
-    return lax.switch(choice_index(pl, ca, cb), branches, a, b, ca, cb)
+        return product(a, b, get_scheme(pl.static))
+    test = DataTest.of(a, b, s)
+    first, rest = pl.candidates[0], pl.candidates[1:]
+    if not (first.scheme == "fp16x3" and not first.hybrid):
+        return _choose(pl.candidates, a, b, test, product)
+    # The common case costs one conditional; the hybrids' sorts run only
+    # when fp16x3 is refused.
+
+    def refused(a, b, st):
+        return _choose(rest, a, b, DataTest(st, (m, k, n), s.criterion), product)
+    return lax.cond(test.fp16x3_ok, lambda a, b, st: product(a, b, get_scheme("fp16x3")), refused, a, b, test.st)
 
 
 def auto_report(a, b, scheme="auto", platform: Optional[str] = None) -> Dict[str, object]:
     """What ``auto`` does for 2-D operands a (m, k) and b (k, n) on
     ``platform`` (default: JAX's default backend): the plan it runs
     ("fp16x3", "bf16x6", "fp32" or a hybrid "fp16x3+bf16x6", with ``split``
-    the size of the block of C given to fp16x3), why, the output-block counts per class, and the
-    cost model used."""
+    the size of the block of C given to fp16x3), why, the data test
+    (``test``: its criterion and, for "normwise", ``ratio``: the bound on
+    the error fp16x3's lost bits would add over its budget, <= 1 passes,
+    and ``terms``: the products per entry, >= MIN_TERMS passes), the
+    output-block counts per class (componentwise criterion), and the cost
+    model used."""
     import jax
 
-    from .backends import backend_for
     s = get_scheme(scheme)
     if not isinstance(s, Auto):
         raise ValueError(f"auto_report needs an auto scheme, got {s.name!r}")
@@ -318,10 +579,18 @@ def auto_report(a, b, scheme="auto", platform: Optional[str] = None) -> Dict[str
     b = jnp.asarray(b, jnp.float32)[None]
     pl = plan(1, a.shape[1], b.shape[2], a.shape[2], s, platform, backend_for(s, platform))
     if pl.static:
-        return dict(scheme=pl.static, reason=pl.reason, blocks=None, split=None, cost_model=pl.cost_source)
-    ca, cb = classes(a, b)
-    cand = pl.candidates[int(choice_index(pl, ca, cb))]
-    n16, n6, n32 = (int(x) for x in block_counts(ca, cb, s))
+        return dict(scheme=pl.static, reason=pl.reason, test=None, blocks=None, split=None,
+                    cost_model=pl.cost_source)
+    test = DataTest.of(a, b, s)
+    cand = pl.candidates[int(choice_index(pl.candidates, test))]
+    info = dict(criterion=s.criterion, fp16x3=bool(test.fp16x3_ok))
+    blocks = None
+    if s.criterion == "normwise":
+        info["ratio"] = float(test.normwise_ratio[0])
+        info["terms"] = float(test.terms[0])
+    else:
+        n16, n6, n32 = (int(x) for x in block_counts(*test.classes, s))
+        blocks = dict(fp16x3=n16, bf16x6=n6, fp32=n32)
     split = dict(rows=cand.rows, cols=cand.cols, of=(a.shape[1], b.shape[2])) if cand.hybrid else None
-    return dict(scheme=cand.label, reason=pl.reason, blocks=dict(fp16x3=n16, bf16x6=n6, fp32=n32),
-                split=split, cost_model=pl.cost_source)
+    return dict(scheme=cand.label, reason=pl.reason, test=info, blocks=blocks, split=split,
+                cost_model=pl.cost_source)

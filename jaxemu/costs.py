@@ -139,7 +139,7 @@ def cache_path() -> Path:
 def _cache_key(device: str, backend: str) -> str:
     import jax
 
-    from . import __version__
+    from ._version import __version__
     return f"{device}|{backend}|jax {jax.__version__}|jaxemu {__version__}"
 
 
@@ -206,13 +206,17 @@ def calibrate(shapes: Optional[Sequence[Shape]] = None, *, device=None, repeats:
               save: bool = True) -> CostModel:
     """Time fp32, fp16x3 and bf16x6 products on ``device`` (default: JAX's
     first device) with the backend auto would use there, fit the cost model,
-    and (``save=True``) cache it on disk for ``auto``. Takes seconds to a minute."""
+    and (``save=True``) cache it on disk for ``auto``. Takes seconds to a minute.
+
+    It times the backends' concrete products (jaxemu.backends), which are
+    what auto's branches run."""
     import jax
 
-    from . import api, testing
-    from .backends import backend_for
+    from . import backends, testing
+    from .schemes import get_scheme
     device = device or jax.devices()[0]
-    backend = backend_for("auto", device.platform)
+    backend = backends.backend_for("auto", device.platform)
+    product = backends.product_for(device.platform, backend)
     shapes = list(shapes or default_shapes(device.platform))
     if len(shapes) < 3:
         raise ValueError(f"calibrate needs at least 3 shapes (3 coefficients per scheme), got {len(shapes)}")
@@ -223,8 +227,7 @@ def calibrate(shapes: Optional[Sequence[Shape]] = None, *, device=None, repeats:
         x = jax.device_put(rng.uniform(-1, 1, (b, m, k)).astype(np.float32), device)
         y = jax.device_put(rng.uniform(-1, 1, (b, k, n)).astype(np.float32), device)
         for s in SCHEMES:
-            f = jax.jit(lambda x, y, s=s: api.matmul(x, y, scheme=s,
-                                                     backend=None if s == "fp32" else backend))
+            f = jax.jit(lambda x, y, s=get_scheme(s): product(x, y, s))
             points[s][shape] = testing.median_time(lambda: f(x, y), repeats)
     model = CostModel.from_points(device.device_kind, backend,
                                   f"calibrated on this machine ({len(shapes)} shapes)", points)

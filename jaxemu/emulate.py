@@ -10,7 +10,26 @@ flow, and every other equation is left exactly as it was.
 
 custom_jvp / custom_vjp rules are functions that JAX calls only when
 differentiating; they are wrapped so that the jaxprs they produce (custom_jvp)
-or the code they run (custom_vjp's bwd) are emulated too.
+or the code they run (custom_vjp's bwd) are emulated too; likewise
+custom_vmap's batching rule and the functions of lax.custom_root (a "hijax"
+primitive in jax 0.11). custom_linear_solve's jaxprs sit in a named tuple,
+rebuilt field by field.
+
+Which dots (the precision rule): a float32 x float32 dot_general whose
+precision is unset, DEFAULT or HIGHEST -- including every dot made under
+``jax.default_matmul_precision("highest")`` / ``("float32")`` -- is
+emulated by FP32-class schemes: HIGHEST asks for FP32 accuracy, which they
+give. Dots explicitly asking for less or for a particular arithmetic
+(precision HIGH, i.e. bf16_3x / tf32, or an algorithm preset) are left as
+they are. A scheme below FP32 accuracy (bf16, bf16x3, tf32, fp16,
+fp16x3_bitcut, int8_l1..l4) emulates the unset/DEFAULT dots and leaves the
+HIGHEST ones in FP32: the caller asked for FP32 there, and jax's own
+library code (lstsq, cg's inner products, ...) pins HIGHEST where its
+algorithm needs it. ``emulate_pinned=True`` emulates every float32 dot
+with the scheme regardless; a per-dot choice (``per_dot``, ``plan``) is
+applied as given. ``explain`` states the rule per dot, and emulate warns
+(once per emulated function, NothingEmulatedWarning) when it changes no
+dot at all.
 
 Rewritten jaxprs are cached per (argument structure, shapes/dtypes, static
 arguments, scheme), so calling the emulated function again does not retrace.
@@ -19,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import jax
@@ -64,13 +84,29 @@ class DotDecision:
 PerDot = Union[None, Mapping[int, SchemeLike], Callable[[DotInfo], Optional[SchemeLike]]]
 
 
-def _pinned(precision) -> bool:
+class NothingEmulatedWarning(UserWarning):
+    """``emulate(f)`` changed no dot of f (the message says why and what to change)."""
+
+
+def precision_request(precision) -> Tuple[str, str]:
+    """What a dot_general's precision param asks for: (kind, label), kind one of
+    "default" (unset or DEFAULT: the platform's default arithmetic), "fp32"
+    (HIGHEST: FP32 accuracy), "lower" (HIGH: bf16_3x / tf32) or "algorithm"
+    (an explicit algorithm preset other than DEFAULT)."""
     if precision is None:
-        return False
-    default = lax.Precision.DEFAULT
-    if isinstance(precision, tuple):
-        return not all(p is None or p == default for p in precision)
-    return precision != default
+        return "default", "unset"
+    if isinstance(precision, (tuple, list)) or isinstance(precision, lax.Precision):
+        ps = [p for p in (precision if isinstance(precision, (tuple, list)) else (precision,)) if p is not None]
+        ps = [lax.Precision(p) if not isinstance(p, lax.Precision) else p for p in ps]
+        if any(p == lax.Precision.HIGH for p in ps):
+            return "lower", "HIGH"
+        if any(p == lax.Precision.HIGHEST for p in ps):
+            return "fp32", "HIGHEST"
+        return "default", "DEFAULT"
+    name = getattr(precision, "name", str(precision))
+    if isinstance(precision, lax.DotAlgorithmPreset) and precision == lax.DotAlgorithmPreset.DEFAULT:
+        return "default", "DEFAULT"
+    return "algorithm", f"algorithm {name}"
 
 
 def _flops(lhs_shape, rhs_shape, dn) -> int:
@@ -105,6 +141,7 @@ class _Rewriter:
         self.per_dot = per_dot
         self.emulate_pinned = emulate_pinned
         self.decisions: List[DotDecision] = []
+        self.categories: List[Optional[str]] = []  # why each dot was left alone (None: emulated)
         self._memo: Dict[int, Any] = {}
 
     # -- decisions ---------------------------------------------------------
@@ -117,34 +154,45 @@ class _Rewriter:
                        dtypes=(str(lhs.dtype), str(rhs.dtype)), dimension_numbers=dn,
                        precision=prec, source=_compat.source_line(eqn),
                        flops=_flops(lhs.shape, rhs.shape, dn))
-        out_dtype = eqn.outvars[0].aval.dtype
-        if lhs.dtype != np.float32 or rhs.dtype != np.float32:
-            d = DotDecision(info, None, f"operands are {lhs.dtype} x {rhs.dtype}, not float32 x float32")
-        elif out_dtype != np.float32:
-            d = DotDecision(info, None, f"result dtype is {out_dtype}, not float32")
-        elif _pinned(prec) and not self.emulate_pinned:
-            d = DotDecision(info, None, f"precision pinned by the caller ({prec}); pass emulate_pinned=True to emulate")
-        else:
-            s, why = self.scheme, "default scheme"
-            if self.per_dot is not None:
-                if callable(self.per_dot):
-                    choice = self.per_dot(info)
-                    why = "per_dot callable"
-                else:
-                    choice = self.per_dot.get(info.index, self.scheme) if info.index is not None else self.scheme
-                    why = "plan" if info.index in self.per_dot else "default scheme"
-                if choice is None:
-                    d = DotDecision(info, None, f"{why} chose to leave it")
-                    if not lazy:
-                        self.decisions.append(d)
-                    return d
-                s = get_scheme(choice)
-            if s.family == "auto":
-                why += "; " + _auto_note(info, s)
-            d = DotDecision(info, s, why)
+        d, category = self._decide(info, eqn.outvars[0].aval.dtype, lhs.dtype, rhs.dtype, prec)
         if not lazy:
             self.decisions.append(d)
+            self.categories.append(category)
         return d
+
+    def _decide(self, info, out_dtype, lhs_dtype, rhs_dtype, prec):
+        """(DotDecision, category of a dot left alone or None)."""
+        if lhs_dtype != np.float32 or rhs_dtype != np.float32:
+            return DotDecision(info, None, f"operands are {lhs_dtype} x {rhs_dtype}, not float32 x float32"), "dtype"
+        if out_dtype != np.float32:
+            return DotDecision(info, None, f"result dtype is {out_dtype}, not float32"), "dtype"
+        kind, label = precision_request(prec)
+        if kind in ("lower", "algorithm") and not self.emulate_pinned:
+            return DotDecision(info, None, f"precision {label} pinned by the caller (a particular arithmetic, "
+                               "not FP32's): left as it is; emulate_pinned=True emulates it"), "pinned"
+        s, why, explicit = self.scheme, "default scheme", False
+        if self.per_dot is not None:
+            if callable(self.per_dot):
+                choice, why, explicit = self.per_dot(info), "per_dot callable", True
+            elif info.index is not None and info.index in self.per_dot:
+                choice, why, explicit = self.per_dot[info.index], "plan", True
+            else:
+                choice = self.scheme
+            if choice is None:
+                return DotDecision(info, None, f"{why} chose to leave it"), "per_dot"
+            s = get_scheme(choice)
+        if kind == "fp32":
+            if s.fp32_class:
+                why += f"; precision HIGHEST asks for FP32 accuracy, which {s.name} gives"
+            elif explicit or self.emulate_pinned:
+                why += f"; precision HIGHEST overridden ({'emulate_pinned=True' if self.emulate_pinned else why})"
+            else:
+                return DotDecision(info, None, f"precision HIGHEST asks for FP32 accuracy, which {s.name} does "
+                                   "not give: left in FP32 (an FP32-class scheme such as bf16x6, fp16x3 or auto "
+                                   "emulates it; emulate_pinned=True forces it)"), "highest"
+        if s.family == "auto":
+            why += "; " + _auto_note(info, s)
+        return DotDecision(info, s, why), None
 
     # -- rewriting ---------------------------------------------------------
     def jaxpr(self, jaxpr, path: str = "", lazy: bool = False):
@@ -191,17 +239,40 @@ class _Rewriter:
             return self.jaxpr(v, path, lazy)
         if isinstance(v, (tuple, list)) and v and any(isinstance(x, (_compat.Jaxpr, _compat.ClosedJaxpr)) for x in v):
             new = [self.param(key, x, f"{path}[{i}]", lazy) for i, x in enumerate(v)]
-            return type(v)(new)
+            if all(n is x for n, x in zip(new, v)):
+                return v
+            # custom_linear_solve's jaxprs are a named tuple (matvec, vecmat, solve, transpose_solve)
+            return type(v)(*new) if hasattr(type(v), "_fields") else type(v)(new)
         if _compat.is_wrapped_fun(v):
             return self.wrapped_rule(key, v, path)
+        if _compat.is_hi_prim(v):
+            return self.hi_prim(v, path, lazy)
+        if _compat.is_custom_vmap_rule(v):
+            return _EmulatedRule(v, self._emulated)
         return v
+
+    def _emulated(self, fun):
+        """``fun`` (arrays in, arrays and static values out) with its dots
+        emulated like the program's; no warning of its own."""
+        return _emulate(fun, self.scheme, self.backend, None, self.emulate_pinned, warn=False)
+
+    def hi_prim(self, prim, path, lazy):
+        """A hijax primitive (jax 0.11): its jaxpr params rewritten, its
+        functions of arrays (custom_root's f, solve, tangent_solve) emulated."""
+        changes = {}
+        for k, v in _compat.hi_prim_params(prim).items():
+            if k in _compat.hi_prim_array_functions(prim) and callable(v):
+                changes[k] = self._emulated(v)
+            elif isinstance(v, (_compat.Jaxpr, _compat.ClosedJaxpr)):
+                nv = self.param(k, v, f"{path}/{k}", lazy)
+                if nv is not v:
+                    changes[k] = nv
+        return _compat.replace_hi_prim(prim, changes) if changes else prim
 
     def wrapped_rule(self, key, fun, path):
         """custom_jvp / custom_vjp rules, called by JAX only under differentiation."""
         if key == "bwd":
-            emulated = emulate(fun.call_wrapped, self.scheme, backend=self.backend,
-                               emulate_pinned=self.emulate_pinned)
-            return _compat.wrap_fun(emulated, like=fun)
+            return _compat.wrap_fun(self._emulated(fun.call_wrapped), like=fun)
         rewriter = self
 
         def rewritten(*args, **kwargs):
@@ -210,6 +281,21 @@ class _Rewriter:
                 lambda x: rewriter.param(key, x, f"{path}", True),
                 out, is_leaf=lambda x: isinstance(x, (_compat.Jaxpr, _compat.ClosedJaxpr)))
         return _compat.wrap_fun(rewritten, like=fun)
+
+
+class _EmulatedRule:
+    """custom_vmap's batching rule, emulated when JAX calls it (under vmap)."""
+
+    def __init__(self, rule, emulated):
+        self.rule = rule
+        self._call = emulated(rule)
+        functools.update_wrapper(self, rule, updated=())
+
+    def __call__(self, *args):
+        return self._call(*args)
+
+    def __str__(self):
+        return str(self.rule)
 
 
 # How sub-jaxpr params show in DotInfo.path ("jit(f)/while/body", "cond[1]").
@@ -227,67 +313,72 @@ def _key_of(x):
     return (tuple(aval.shape), str(aval.dtype), bool(getattr(aval, "weak_type", False)))
 
 
+def _static_out(x) -> bool:
+    """Output leaves passed through as they are, not staged: Python bools
+    (custom_vmap rules return which outputs are batched) and non-numbers.
+    Numbers and arrays become arrays, as under jax.jit."""
+    return isinstance(x, bool) or not (_is_dynamic(x) or isinstance(x, (int, float, complex)))
+
+
 def trace_and_rewrite(f, args, kwargs, scheme, backend, per_dot, emulate_pinned):
-    """Trace f on (args, kwargs) and rewrite. Returns (closed_jaxpr, out_tree,
-    dynamic leaf positions, rewriter)."""
+    """Trace f on (args, kwargs) and rewrite. Returns (closed_jaxpr, output
+    template (treedef, static leaves, positions of traced leaves), dynamic
+    input leaf positions, rewriter)."""
     leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
     dyn = [i for i, x in enumerate(leaves) if _is_dynamic(x)]
+    template = {}
 
     def flat_fn(*dyn_leaves):
         full = list(leaves)
         for i, x in zip(dyn, dyn_leaves):
             full[i] = x
         a, kw = jax.tree_util.tree_unflatten(in_tree, full)
-        return f(*a, **kw)
+        out_leaves, out_tree = jax.tree_util.tree_flatten(f(*a, **kw))
+        traced = [i for i, x in enumerate(out_leaves) if not _static_out(x)]
+        template["out"] = (out_tree, [None if i in traced else x for i, x in enumerate(out_leaves)], traced)
+        return [out_leaves[i] for i in traced]
 
-    closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*[leaves[i] for i in dyn])
-    out_tree = jax.tree_util.tree_structure(out_shape)
+    closed = jax.make_jaxpr(flat_fn)(*[leaves[i] for i in dyn])
     rw = _Rewriter(scheme, backend, per_dot, emulate_pinned)
     new = rw.closed(closed, "")
-    return new, out_tree, dyn, rw
+    return new, template["out"], dyn, rw
 
 
-def emulate(f: Callable, scheme: Optional[SchemeLike] = None, *, backend: Optional[str] = None,
-            per_dot: PerDot = None, plan=None, emulate_pinned: bool = False) -> Callable:
-    """Return a function like ``f`` whose float32 dot_generals run emulated.
+def _fname(f) -> str:
+    return getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__name__
 
-    Every float32 x float32 dot_general in f -- jnp.dot, @, einsum, matmul,
-    tensordot, lax.dot_general, and those inside jax.nn / flax / equinox
-    layers, inside jit, cond, switch, while_loop, fori_loop, scan, checkpoint,
-    custom_jvp / custom_vjp functions and shard_map -- becomes a jaxemu_dot.
-    Other operations are left exactly as they are.
 
-    Arguments:
-      f: the function; pytrees in and out. Array arguments are traced; other
-        leaves (Python numbers, strings, ...) are passed through as static.
-      scheme: scheme name or Scheme; default: ``jaxemu.default_scheme`` when called.
-      backend: "default", "xla" or "cuda".
-      per_dot: a mapping {dot index: scheme or None} or a callable
-        ``(DotInfo) -> scheme or None`` choosing per dot (None leaves a dot as
-        dot_general); ``jaxemu.explain`` lists the dots and their indices.
-      plan: a ``jaxemu.Plan`` from ``jaxemu.tune`` (per-dot schemes).
-      emulate_pinned: also emulate dots whose precision the caller pinned
-        (e.g. ``precision="highest"``); by default they are left alone.
+_HOW = {
+    "pinned": "emulate_pinned=True emulates dots pinned to precision HIGH (as every dot is under "
+              "jax.default_matmul_precision('tensorfloat32')) or to an algorithm preset",
+    "highest": "{scheme} is below FP32 accuracy, so dots asking for precision HIGHEST (as every dot does under "
+               "jax.default_matmul_precision('highest')) stay FP32: an FP32-class scheme (bf16x6, fp16x3, auto, "
+               "...) emulates them, emulate_pinned=True forces {scheme}",
+    "dtype": "cast the operands to float32 (only float32 x float32 -> float32 products are emulated)",
+    "per_dot": "choose a scheme for them in per_dot / plan",
+}
 
-    Returns:
-      The emulated function. Use it under ``jax.jit`` for speed.
 
-    Example:
-      >>> fast_loss = jax.jit(jaxemu.emulate(loss, scheme="bf16x6"))
-      >>> grads = jax.grad(jaxemu.emulate(loss))(params, x)
-    """
-    if not callable(f):
-        raise TypeError(f"emulate: f must be callable, got {type(f).__name__}")
-    if scheme is not None:
-        get_scheme(scheme)  # fail early on unknown names
-    backend = check_backend(backend) if backend is not None else None
-    if plan is not None:
-        if per_dot is not None:
-            raise ValueError("emulate: give per_dot or plan, not both")
-        per_dot = plan.as_per_dot()
-    if per_dot is not None and not (callable(per_dot) or isinstance(per_dot, Mapping)):
-        raise TypeError(f"emulate: per_dot must be a mapping or a callable, got {type(per_dot).__name__}")
+def _nothing_emulated_message(f, rw: "_Rewriter", scheme: Scheme) -> str:
+    name = _fname(f)
+    if not rw.decisions:
+        return (f"jaxemu.emulate({name}): {name} has no dot_general for these arguments, so emulate changes "
+                "nothing (it emulates float32 dot_generals: jnp.dot, @, einsum, jnp.linalg's products, ...)")
+    counts: Dict[str, int] = {}
+    for c in rw.categories:
+        counts[c] = counts.get(c, 0) + 1
+    why = {"pinned": "pinned by the caller to precision HIGH or an algorithm",
+           "highest": f"asking for FP32 accuracy (precision HIGHEST), which {scheme.name} does not give",
+           "dtype": "not float32 x float32 -> float32", "per_dot": "left by per_dot / plan"}
+    parts = "; ".join(f"{n} {why[c]}" for c, n in counts.items())
+    how = "; ".join(_HOW[c].format(scheme=scheme.name) for c in counts)
+    return (f"jaxemu.emulate({name}) changes none of its {len(rw.decisions)} dot_general(s): {parts}. "
+            f"To change that: {how}. jaxemu.explain({name}, *args) lists them.")
+
+
+def _emulate(f, scheme, backend, per_dot, emulate_pinned, warn: bool):
     cache: Dict[Any, Any] = {}
+    warned = []
 
     @functools.wraps(f)
     def emulated(*args, **kwargs):
@@ -302,16 +393,78 @@ def emulate(f: Callable, scheme: Optional[SchemeLike] = None, *, backend: Option
             key = None
         entry = cache.get(key) if key is not None else None
         if entry is None:
-            closed, out_tree, dyn, _ = trace_and_rewrite(f, args, kwargs, s, be, per_dot, emulate_pinned)
-            entry = (closed, out_tree, dyn)
+            closed, template, dyn, rw = trace_and_rewrite(f, args, kwargs, s, be, per_dot, emulate_pinned)
+            entry = (closed, template, dyn)
             if key is not None and not any(_compat.is_tracer(c) for c in closed.consts):
                 cache[key] = entry
-        closed, out_tree, dyn = entry
+            if warn and not warned and not any(d.scheme is not None for d in rw.decisions):
+                warned.append(True)
+                warnings.warn(_nothing_emulated_message(f, rw, s), NothingEmulatedWarning, stacklevel=2)
+        closed, (out_tree, out_leaves, traced), dyn = entry
         out = _compat.eval_jaxpr(closed.jaxpr, closed.consts, *[leaves[i] for i in dyn])
-        return jax.tree_util.tree_unflatten(out_tree, out)
+        out_leaves = list(out_leaves)
+        for i, x in zip(traced, out):
+            out_leaves[i] = x
+        return jax.tree_util.tree_unflatten(out_tree, out_leaves)
 
     emulated._jaxemu_cache = cache  # for tests: one entry per distinct signature
     return emulated
+
+
+def emulate(f: Callable, scheme: Optional[SchemeLike] = None, *, backend: Optional[str] = None,
+            per_dot: PerDot = None, plan=None, emulate_pinned: bool = False) -> Callable:
+    """Return a function like ``f`` whose float32 dot_generals run emulated.
+
+    Every float32 x float32 dot_general in f -- jnp.dot, @, einsum, matmul,
+    tensordot, lax.dot_general, and those inside jax.nn / flax / equinox
+    layers, jnp.linalg / jax.scipy solvers and optax optimizers, inside jit,
+    cond, switch, while_loop, fori_loop, scan, checkpoint, custom_jvp /
+    custom_vjp / custom_vmap functions, custom_linear_solve, custom_root and
+    shard_map -- becomes a jaxemu_dot. Other operations are left exactly as
+    they are.
+
+    Which dots: those whose precision is unset, DEFAULT or HIGHEST (e.g. under
+    ``jax.default_matmul_precision("highest")``), with an FP32-class scheme;
+    a scheme below FP32 accuracy leaves the HIGHEST ones in FP32. Dots pinned
+    to precision HIGH or an algorithm preset are left as they are. When no
+    dot changes, emulate warns once (NothingEmulatedWarning), saying why.
+
+    Arguments:
+      f: the function; pytrees in and out. Array arguments are traced; other
+        leaves (Python numbers, strings, ...) are passed through as static.
+      scheme: scheme name or Scheme; default: ``jaxemu.default_scheme`` when called.
+      backend: "default", "xla" or "cuda".
+      per_dot: a mapping {dot index: scheme or None} or a callable
+        ``(DotInfo) -> scheme or None`` choosing per dot (None leaves a dot as
+        dot_general); ``jaxemu.explain`` lists the dots and their indices.
+        A per-dot choice is applied as given, whatever the dot's precision
+        (only dots pinned to HIGH or an algorithm need emulate_pinned).
+      plan: a ``jaxemu.Plan`` from ``jaxemu.tune`` (per-dot schemes).
+      emulate_pinned: emulate every float32 dot with the scheme, whatever its
+        precision (HIGH, an algorithm preset, HIGHEST with a scheme below
+        FP32 accuracy).
+
+    Returns:
+      The emulated function. Use it under ``jax.jit`` for speed.
+
+    Example:
+      >>> fast_loss = jax.jit(jaxemu.emulate(loss, scheme="bf16x6"))
+      >>> grads = jax.grad(jaxemu.emulate(loss))(params, x)
+      >>> with jax.default_matmul_precision("highest"):   # FP32 asked for: still emulated
+      ...     y = jax.jit(jaxemu.emulate(kmeans, scheme="fp16x3"))(x)
+    """
+    if not callable(f):
+        raise TypeError(f"emulate: f must be callable, got {type(f).__name__}")
+    if scheme is not None:
+        get_scheme(scheme)  # fail early on unknown names
+    backend = check_backend(backend) if backend is not None else None
+    if plan is not None:
+        if per_dot is not None:
+            raise ValueError("emulate: give per_dot or plan, not both")
+        per_dot = plan.as_per_dot()
+    if per_dot is not None and not (callable(per_dot) or isinstance(per_dot, Mapping)):
+        raise TypeError(f"emulate: per_dot must be a mapping or a callable, got {type(per_dot).__name__}")
+    return _emulate(f, scheme, backend, per_dot, emulate_pinned, warn=True)
 
 
 class Explanation(list):

@@ -35,7 +35,7 @@ class Info:
 
 def info() -> Info:
     """A summary of the installation, printed by ``python -m jaxemu info``."""
-    from . import __version__
+    from ._version import __version__
     platform = jax.default_backend()
     devs = tuple(f"{d.device_kind} ({d.platform})" for d in jax.devices())
     note = "" if cuda.built() else (cuda.IMPORT_ERROR or "")

@@ -16,7 +16,6 @@ Operands are float32 (the public API promotes bf16/f16 exactly).
 from __future__ import annotations
 
 import functools
-from typing import Callable, Dict
 
 import jax
 import jax.numpy as jnp
@@ -24,9 +23,9 @@ import numpy as np
 from jax import lax
 from jax.interpreters import ad, batching, mlir
 
-from . import _compat, _sharding
-from .backends import xla as xla_backend
+from . import _compat, _sharding, auto, backends
 from .dims import canonicalize, dot_shape
+from .schemes import NativeFP32
 
 BACKENDS = ("default", "xla", "cuda")
 
@@ -145,16 +144,27 @@ def _transpose_rhs(g, lhs, rhs, *, dimension_numbers, **params):
 
 
 # ----------------------------------------------------------------------------
-# Lowerings. The xla backend's is the default for every platform; the CUDA
-# backend installs a "cuda" rule through register_platform_lowering.
+# Lowerings. One rule per platform runs ``impl`` (plain JAX around the
+# backends' concrete products, jaxemu.backends); the product is looked up when
+# a function is lowered, so a backend registered after this module (the CUDA
+# extension, at jaxemu's import) is used.
 
-def xla_impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None,
-             platform="generic", level_sum=xla_backend.xla_level_sum):
-    """The primitive in plain JAX: canonicalize, emulate, reshape. (The CUDA
-    backend reuses it with its kernels as ``level_sum``.)"""
+def impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, platform="generic"):
+    """The primitive in plain JAX: canonicalize, run the scheme's product
+    (auto: its choice among concrete products), reshape. The fp32 scheme is
+    dot_general itself at precision HIGHEST, on the operands as they are,
+    so that emulating with it changes nothing where FP32 is the default."""
+    if isinstance(scheme, NativeFP32):
+        return lax.dot_general(lhs, rhs, dimension_numbers, precision=lax.Precision.HIGHEST,
+                               preferred_element_type=jnp.float32).astype(out_dtype)
     ds = dot_shape(lhs.shape, rhs.shape, dimension_numbers)
     a, b = canonicalize(lhs, rhs, ds)
-    c = xla_backend.canonical_dot(a, b, scheme, platform, level_sum)
+    product = backends.product_for(platform, backend)
+    if scheme.parts != (scheme,):  # composite: auto, above the backends
+        runs_on = "xla" if backend == "xla" else backends.backend_for(scheme, platform)
+        c = auto.auto_dot(a, b, scheme, platform, product, runs_on)
+    else:
+        c = product(a, b, scheme)
     return c.reshape(ds.out_shape).astype(out_dtype)
 
 
@@ -193,47 +203,26 @@ def _sharded_impl(impl, lhs, rhs, **params):
                          check_vma=False)(lhs, rhs)
 
 
-def _xla_lowering(platform):
-    return lower_impl(functools.partial(xla_impl, platform=platform))
-
-
-_platform_lowerings: Dict[str, Callable] = {}
-
-
-def register_platform_lowering(platform: str, rule: Callable) -> None:
-    """Install a backend's lowering for one platform ("cuda"). ``rule(ctx, lhs,
-    rhs, **params)`` may return None to defer to the xla backend's lowering
-    (e.g. for backend="xla" or a scheme it does not implement)."""
-    _platform_lowerings[platform] = rule
-    xla_rule = _xla_lowering(platform)
-
-    def lowering(ctx, lhs, rhs, **params):
-        if params["backend"] != "xla":
-            out = rule(ctx, lhs, rhs, **params)
-            if out is not None:
-                return out
-        if params["backend"] == "cuda":
-            raise ValueError(f"backend='cuda' cannot run scheme {params['scheme'].name!r} on this build "
-                             "(see jaxemu.info())")
-        return xla_rule(ctx, lhs, rhs, **params)
-
-    mlir.register_lowering(jaxemu_dot_p, lowering, platform=platform)
-
-
-def _cuda_unavailable(ctx, lhs, rhs, **params):
-    if params["backend"] == "cuda":
+def _check_cuda_request(platform: str, scheme) -> None:
+    """backend="cuda" fails rather than fall back to the xla backend."""
+    if platform != "cuda":
+        raise ValueError(f"backend='cuda' cannot run on platform {platform!r}: use a CUDA GPU or backend='xla'")
+    reg = backends.registered(platform)
+    if reg is None or reg.name != "cuda":
         raise ValueError("backend='cuda' requested, but the jaxemu CUDA extension is not built or "
                          "registered (see jaxemu.info())")
-    return None
+    if not backends.handles(scheme, platform):
+        raise ValueError(f"backend='cuda' cannot run scheme {scheme.name!r} on this build "
+                         "(see jaxemu.info())")
 
 
-def _generic_lowering(platform):
-    xla_rule = _xla_lowering(platform)
+def _lowering(platform: str):
+    rule = lower_impl(functools.partial(impl, platform=platform))
 
     def lowering(ctx, lhs, rhs, **params):
         if params["backend"] == "cuda":
-            raise ValueError(f"backend='cuda' cannot run on platform {platform!r}: use a CUDA GPU or backend='xla'")
-        return xla_rule(ctx, lhs, rhs, **params)
+            _check_cuda_request(platform, params["scheme"])
+        return rule(ctx, lhs, rhs, **params)
     return lowering
 
 
@@ -244,6 +233,6 @@ jaxemu_dot_p.def_impl(functools.partial(_compat.apply_primitive, jaxemu_dot_p))
 jaxemu_dot_p.def_abstract_eval(_abstract_eval)
 batching.primitive_batchers[jaxemu_dot_p] = _batch_rule
 ad.defbilinear(jaxemu_dot_p, _transpose_lhs, _transpose_rhs)
-mlir.register_lowering(jaxemu_dot_p, _generic_lowering("generic"))
-mlir.register_lowering(jaxemu_dot_p, _generic_lowering("cpu"), platform="cpu")
-register_platform_lowering("cuda", _cuda_unavailable)
+mlir.register_lowering(jaxemu_dot_p, _lowering("generic"))
+for _platform in ("cpu", "cuda"):
+    mlir.register_lowering(jaxemu_dot_p, _lowering(_platform), platform=_platform)

@@ -51,7 +51,7 @@ def to_markdown(rows, names, m, n) -> str:
         "figures isolate the schemes' splitting and dropped terms; on a GPU the tensor cores' "
         "accumulation adds its own error, which the promotion interval kc controls (see "
         "docs/performance.md for GPU figures). `auto` runs native FP32 on products this small "
-        "(its size dispatch), hence its ratio of 1.",
+        "(its size dispatch), hence its ratio of 1; docs/auto.md has its data test.",
         "",
     ]
     head = "| law | K | FP32 error | " + " | ".join(x for x in names if x != "fp32") + " |"

@@ -97,6 +97,12 @@ class Scheme:
     def num_products(self) -> int:
         return len(self.products)
 
+    @property
+    def parts(self) -> Tuple["Scheme", ...]:
+        """The concrete schemes whose products a backend runs for this one:
+        itself, except for composite schemes (auto)."""
+        return (self,)
+
     def describe(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -290,11 +296,17 @@ class Int8Split(Scheme):
 @dataclasses.dataclass(frozen=True, repr=False)
 class Auto(Scheme):
     """APE's adapter: per output block, the fastest scheme its input blocks allow
-    (fp16x3 where they fit fp16's range after scaling, else bf16x6, else FP32),
+    (fp16x3 where its error stays within FP32's, else bf16x6, else FP32),
     and native FP32 where emulation does not pay (small or skinny products)."""
 
     name: str = "auto"
     block: int = 128
+    # When fp16x3 may run (jaxemu/auto.py, docs/accuracy.md): "normwise"
+    # (default): where the error its lost low-order bits can add is proven
+    # below a quarter of FP32's unit roundoff times ||C||_F; "componentwise":
+    # only where no value lies more than 2^-24 below its row's maximum, so
+    # that every entry of C keeps FP32's componentwise accuracy.
+    criterion: str = "normwise"
     # "device": the device's cost model (jaxemu/costs.py: calibrated with
     # jaxemu.calibrate(), or shipped for the GPU model) decides where emulation
     # pays and between pure and hybrid runs; where the device has none, and with
@@ -317,6 +329,9 @@ class Auto(Scheme):
         if self.cost_model not in ("device", "counts"):
             raise ValueError(f"scheme {self.name!r}: cost_model must be 'device' or 'counts', "
                              f"got {self.cost_model!r}")
+        if self.criterion not in ("normwise", "componentwise"):
+            raise ValueError(f"scheme {self.name!r}: criterion must be 'normwise' or 'componentwise', "
+                             f"got {self.criterion!r}")
 
     @property
     def unit_roundoff(self) -> float:
@@ -326,8 +341,13 @@ class Auto(Scheme):
     def num_products(self) -> int:
         return 0
 
+    @property
+    def parts(self) -> Tuple[Scheme, ...]:
+        # The emulated branches; its FP32 branch is the native product.
+        return (get_scheme("fp16x3"), get_scheme("bf16x6"))
+
     def describe(self) -> str:
-        return (f"auto: fp16x3 where safe, else bf16x6, else fp32, per row/column, "
+        return (f"auto: fp16x3 where safe ({self.criterion}), else bf16x6, else fp32, per row/column, "
                 f"hybrids split at multiples of {self.block}; cost model: {self.cost_model}")
 
 

@@ -1,9 +1,9 @@
 """Development probe of the fused kernels (GPU): correctness on odd shapes
 against float64 and the xla backend, then speed and error against SGEMM on
-the issue's shapes, for the fused path and the per-level path side by side.
+the issue's shapes, with scheme variants (name@kc=64@growth=1).
 
     JAX_PLATFORMS=cuda python scripts/fused_probe.py --quick
-    JAX_PLATFORMS=cuda python scripts/fused_probe.py --shapes 1x8192x8192x8192 --paths fused,levels
+    JAX_PLATFORMS=cuda python scripts/fused_probe.py --shapes 1x8192x8192x8192
 """
 import argparse
 import json
@@ -23,7 +23,7 @@ from jaxemu.testing import median_time
 FLOAT = ["bf16x3", "bf16x6", "bf16x9", "tf32x3", "fp16x3", "fp16x3_bitcut"]
 
 
-def emu(name, path, backend="cuda"):
+def emu(name, backend="cuda"):
     """name[@kc=64][@growth=1]: a scheme variant; growth sets the fused path's
     LEVEL_KC_GROWTH while this function is traced."""
     from jaxemu.backends import cuda_fused
@@ -36,7 +36,6 @@ def emu(name, path, backend="cuda"):
             s = s.replace(kc=int(val))
         elif key == "growth":
             growth = int(val)
-    os.environ["JAXEMU_CUDA_PATH"] = path  # read when the jit below lowers
     f = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=s, backend=backend))
 
     def call(a, b):
@@ -66,8 +65,8 @@ def correctness(schemes):
     cases = [(1, 1, 1), (7, 17, 129), (17, 4097, 7), (127, 129, 1000), (129, 1, 17), (1000, 17, 127),
              (300, 4097, 500), (1000, 1000, 1000)]
     for name in schemes:
-        f = emu(name, "fused")
-        g = emu(name, "fused", backend="xla")
+        f = emu(name)
+        g = emu(name, backend="xla")
         for m, k, n in cases:
             for batch in ((), (3,)) if (m * n < 20000 and k > 1) else ((),):
                 a = rng.uniform(-1, 1, batch + (m, k)).astype(np.float32)
@@ -99,7 +98,7 @@ def correctness(schemes):
     # bit-identical reruns (split-K path included)
     a = rng.uniform(-1, 1, (1024, 1 << 17)).astype(np.float32)
     b = rng.uniform(-1, 1, (1 << 17, 256)).astype(np.float32)
-    f = emu("bf16x6", "fused")
+    f = emu("bf16x6")
     c1, c2 = np.asarray(f(a, b)), np.asarray(f(a, b))
     if not np.array_equal(c1, c2):
         fails += 1
@@ -126,8 +125,8 @@ def bench(shapes, schemes, paths, laws, reps):
             print(f"{spec} {law}: sgemm {t0 * 1e3:.2f} ms ({flops / t0 / 1e12:.1f} TFLOP/s) err {e0:.2e}", flush=True)
             rows.append(dict(shape=spec, law=law, case="sgemm", ms=t0 * 1e3, err=e0))
             for name in schemes:
-                for path in paths:
-                    f = emu(name, path)
+                for path in ["cuda"]:
+                    f = emu(name)
                     try:
                         t = median_time(lambda: f(a, b), reps, 0.05)
                         e = err(f(a, b), ref)

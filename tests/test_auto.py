@@ -1,16 +1,23 @@
 """The auto scheme: safe on adversarial data, fastest safe choice, FP32 where
-emulation does not pay."""
+emulation does not pay; its two data tests (normwise, the default, and
+componentwise)."""
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxemu
+from jaxemu import auto
 from jaxemu import testing as T
+from jaxemu.backends import xla
 
 # Thresholds off and the device-independent cost model, so that small CPU
 # problems exercise the data-dependent choice.
 AUTO = jaxemu.get_scheme("auto").replace(min_flops=0.0, min_dim=0, block=32, cost_model="counts")
+AUTO_CW = AUTO.replace(criterion="componentwise")
 auto_dot = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=AUTO))  # one compilation per shape, shared
+auto_cw_dot = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=AUTO_CW))
+fp32_dot = jax.jit(lambda a, b: jax.lax.dot(a, b, precision="highest"))
 
 
 def bound(a, b):
@@ -60,23 +67,172 @@ KINDS = ["block magnitudes", "row magnitudes", "tiny partners", "half the rows w
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_auto_is_never_worse_than_bf16x6s_bound(kind, rng):
+def test_componentwise_auto_is_never_worse_than_bf16x6s_bound(kind, rng):
     a, b = adversarial(kind, rng)
     ref, b6 = bound(a, b)
-    c = auto_dot(a, b)
+    c = auto_cw_dot(a, b)
     assert T.componentwise_err(c, a, b, ref) <= b6
 
 
+def fp32_expected_err(a, b, ref, orders=8):
+    """FP32's relative Frobenius error, root mean square over K-summation
+    orders: where one entry carries most of ||C||_F (rows and columns scaled
+    by 2^+-60), one product's error is one random draw, and FP32's luck on
+    it must not decide the bound."""
+    rng = np.random.default_rng(0)
+    perms = [np.arange(a.shape[1])] + [rng.permutation(a.shape[1]) for _ in range(orders - 1)]
+    return float(np.sqrt(np.mean([T.relerr(fp32_dot(a[:, p], b[p]), ref) ** 2 for p in perms])))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_normwise_auto_stays_within_fp32s_error(kind, rng):
+    """The default test bounds what fp16x3's lost bits add to 2^-26 ||C||_F;
+    with fp16x3's ordinary rounding FP32-class, auto's error stays within
+    2x FP32's plus that budget, on every adversarial construction."""
+    a, b = adversarial(kind, rng)
+    ref = T.reference(a, b)
+    assert T.relerr(auto_dot(a, b), ref) <= 2 * fp32_expected_err(a, b, ref) + 2.0**auto.BUDGET_EXP
+
+
+def fp16x3_in_float64(a, b):
+    """fp16x3 as jaxemu splits it, with the three slice products and their
+    sum in float64: its representation and dropped lo x lo term, no rounding
+    of the sums."""
+    s = jaxemu.get_scheme("fp16x3")
+    (ha, la), ea = xla.split_float(jnp.asarray(a)[None], s, axis=2)
+    (hb, lb), eb = xla.split_float(jnp.asarray(b)[None], s, axis=1)
+    f = lambda x: np.asarray(x, np.float64)[0]  # noqa: E731
+    c = f(ha) @ f(hb) + (f(ha) @ f(lb) + f(la) @ f(hb)) * 2.0 ** -s.lo_scale_bits
+    return c * np.exp2(-(f(ea) + f(eb)))
+
+
+def lost_bit_bound(a, b):
+    """The normwise test's per-entry bound on what fp16x3 loses beyond its
+    ordinary rounding: 2^FP16X3_FLOOR_EXP (amax_i ||b_j||_1 + ||a_i||_1 bmax_j)."""
+    a, b = np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))
+    return 2.0 ** auto.FP16X3_FLOOR_EXP * (a.max(1)[:, None] * b.sum(0)[None] + a.sum(1)[:, None] * b.max(0)[None])
+
+
+def spread_values(shape, binades, rng, mantissa_bits=None):
+    """Random signs, exponents spread over ``binades`` below 1, mantissas of
+    ``mantissa_bits`` significant bits (None: full float32)."""
+    m = (rng.integers(2 ** (mantissa_bits - 1), 2 ** mantissa_bits, shape) / 2.0 ** (mantissa_bits - 1)
+         if mantissa_bits else rng.uniform(1, 2, shape))
+    return (rng.choice([-1, 1], shape) * m * np.exp2(-rng.integers(0, binades, shape))).astype(np.float32)
+
+
+@pytest.mark.parametrize("binades", [30, 50, 80])
+def test_the_lost_bit_bound_holds_for_every_entry(binades, rng):
+    """The derivation behind the normwise test, checked exactly: with 11-bit
+    mantissas fp16x3's ordinary rounding is exact, so all of its error is
+    lost bits, within the bound; with full mantissas, within the bound plus
+    the ordinary 3 x 2^-22 |A||B|. Tiny partners (values far below their
+    row's maximum meeting the largest of the other operand) included."""
+    for bits in (11, None):
+        a = spread_values((48, 96), binades, rng, bits)
+        b = spread_values((96, 40), binades, rng, bits)
+        a[:, 5] *= 2.0 ** -30  # tiny partners: column 5 of A far below its rows' maxima ...
+        b[5, :] = np.abs(b).max(0) * 2.0 ** 20  # ... meets each column's largest value (11 bits too)
+        err = np.abs(fp16x3_in_float64(a, b) - T.reference(a, b))
+        ordinary = 0.0 if bits else 3 * 2.0**-22 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+        assert np.all(err <= lost_bit_bound(a, b) + ordinary)
+        if bits:
+            assert err.max() > 0  # bits were lost: the bound was exercised
+
+
+def test_the_normwise_statistic_matches_its_definition(rng):
+    """auto's normwise ratio, computed in one pass per operand in float32
+    with power-of-two scaling, is twice E / (2^-26 ||A b_j||) (the factor 2
+    covers its own rounding), up to the probe's rounding allowance; data
+    near the float32 range ends included."""
+    for scale in (1.0, 2.0**-100, 2.0**100):
+        a = (spread_values((64, 128), 40, rng) * scale).astype(np.float32)
+        b = spread_values((128, 48), 40, rng)
+        A, B = a.astype(np.float64), b.astype(np.float64)
+        e_frob = np.linalg.norm(lost_bit_bound(a, b)[:1]) * 0  # (E is normwise, from the norms:)
+        amax, la, bmax, lb = np.abs(A).max(1), np.abs(A).sum(1), np.abs(B).max(0), np.abs(B).sum(0)
+        e_frob = 2.0 ** auto.FP16X3_FLOOR_EXP * (np.linalg.norm(amax) * np.linalg.norm(lb)
+                                                  + np.linalg.norm(la) * np.linalg.norm(bmax))
+        assert e_frob >= np.linalg.norm(lost_bit_bound(a, b))  # the norm form bounds the entrywise one
+        exact = 2 * e_frob / (2.0 ** auto.BUDGET_EXP * np.linalg.norm(A @ B[:, np.argmax(lb)]))
+        test = auto.DataTest.of(jnp.asarray(a)[None], jnp.asarray(b)[None], AUTO)
+        assert exact <= float(test.normwise_ratio[0]) <= 1.05 * exact
+
+
+def test_normwise_auto_takes_fp16x3_on_the_benchmark_laws(rng):
+    """Every law of the benchmark (K = 1024 here) passes, with fp16x3's error
+    below FP32's on each."""
+    for law in T.LAWS:
+        a, b = T.sample(law, (48, 1024), rng), T.sample(law, (1024, 32), rng)
+        rep = jaxemu.auto_report(a, b, AUTO)
+        assert rep["scheme"] == "fp16x3" and rep["test"]["ratio"] < 0.01, (law, rep)
+        ref = T.reference(a, b)
+        assert T.relerr(auto_dot(a, b), ref) <= T.relerr(fp32_dot(a, b), ref), law
+
+
+@pytest.mark.parametrize("t", [34, 40, 50])
+def test_normwise_auto_refuses_fp16x3_where_it_loses_bits(t, rng):
+    """Tiny partners 2^-t: fp16x3 there is 10x or more FP32's error; auto's
+    test refuses it and auto stays within 2x FP32's."""
+    a, b = adversarial("plain", rng)
+    a[:, 7] *= 2.0**-t
+    b[7, :] *= 2.0**t
+    ref = T.reference(a, b)
+    e32 = fp32_expected_err(a, b, ref)
+    assert T.relerr(jaxemu.matmul(a, b, scheme="fp16x3"), ref) >= 10 * e32
+    assert jaxemu.auto_report(a, b, AUTO)["test"]["fp16x3"] is False
+    assert T.relerr(auto_dot(a, b), ref) <= 2 * e32
+
+
+def test_normwise_auto_refuses_fp16x3_on_sums_of_few_products(rng):
+    """Rows of A with 8 nonzeros (of K = 160): FP32 sums 8 products and makes
+    few roundings, fp16x3 keeps 22 bits per value (1.3x FP32's error and
+    more); the term count refuses it. With 64 nonzeros fp16x3 is the more
+    accurate one, and passes."""
+    for nnz, passes in ((8, False), (64, True)):
+        a, b = adversarial("plain", rng)
+        a[np.argsort(rng.uniform(size=a.shape), axis=1) >= nnz] = 0.0  # nnz random entries per row
+        rep = jaxemu.auto_report(a, b, AUTO)
+        assert rep["test"]["fp16x3"] is passes and (rep["test"]["terms"] >= auto.MIN_TERMS) is passes
+        assert rep["test"]["ratio"] < 0.01  # the lost-bit part passes either way
+        ref = T.reference(a, b)
+        e32 = fp32_expected_err(a, b, ref)
+        e16 = T.relerr(jaxemu.matmul(a, b, scheme="fp16x3"), ref)
+        assert (e16 <= e32) if passes else (e16 >= 1.3 * e32)
+        assert T.relerr(auto_dot(a, b), ref) <= e32
+
+
+def test_normwise_hybrid_gives_few_term_rows_to_bf16x6(rng):
+    """Half the rows of A spread over 2^+-40: in most of them an entry of C
+    is a sum of few products that matter. Those rows run bf16x6, the others
+    fp16x3, and C's rows come back in place."""
+    a, b = adversarial("half the rows wide", rng)
+    rep = jaxemu.auto_report(a, b, AUTO)
+    assert rep["scheme"] == "fp16x3+bf16x6" and rep["split"]["cols"] == b.shape[1]
+    p = rep["split"]["rows"]
+    order = np.asarray(auto.DataTest.of(jnp.asarray(a)[None], jnp.asarray(b)[None], AUTO).order[0][0])
+    fast, rest = np.sort(order[:p]), np.sort(order[p:])
+    # The term count of each row (float64, from its definition) against the probed column of B.
+    t = np.abs(a.astype(np.float64)) * np.abs(b[:, np.argmax(np.abs(b).sum(0))].astype(np.float64))
+    terms = (t ** 0.125).sum(1) / t.max(1) ** 0.125
+    assert (terms < auto.MIN_TERMS).sum() >= a.shape[0] // 4 and (terms[fast] >= auto.MIN_TERMS).all()
+    c = np.asarray(auto_dot(a, b))
+    np.testing.assert_array_equal(c[fast], jaxemu.dot(a[order[:p]], b, scheme="fp16x3")[np.argsort(order[:p])])
+    np.testing.assert_array_equal(c[rest], jaxemu.dot(a[order[p:]], b, scheme="bf16x6")[np.argsort(order[p:])])
+
+
 @pytest.mark.parametrize("kind", ["plain", "half the rows wide"])  # a pure and a hybrid run
-def test_auto_with_nan_inf_islands_matches_fp32s_pattern(kind, rng):
+@pytest.mark.parametrize("criterion", ["normwise", "componentwise"])
+def test_auto_with_nan_inf_islands_matches_fp32s_pattern(kind, criterion, rng):
     from test_special_values import ieee_reference
     a, b = adversarial(kind, rng)
     a[10:14, 20:24] = np.inf
     a[40, 50] = np.nan
     b[100:103, 5:8] = -np.inf
-    assert jaxemu.auto_report(a, b, AUTO)["scheme"] == ("fp16x3" if kind == "plain" else "fp16x3+bf16x6")
+    s = AUTO.replace(criterion=criterion)
+    assert jaxemu.auto_report(a, b, s)["scheme"] == ("fp16x3" if kind == "plain" else "fp16x3+bf16x6")
     ref = ieee_reference(a, b)
-    c = np.asarray(auto_dot(a, b), np.float64)
+    c = np.asarray((auto_dot if criterion == "normwise" else auto_cw_dot)(a, b), np.float64)
     np.testing.assert_array_equal(np.isnan(c), np.isnan(ref))
     np.testing.assert_array_equal(np.isposinf(c), np.isposinf(ref))
     np.testing.assert_array_equal(np.isneginf(c), np.isneginf(ref))
@@ -84,37 +240,41 @@ def test_auto_with_nan_inf_islands_matches_fp32s_pattern(kind, rng):
     assert np.abs(c[fin] - ref[fin]).max() <= 1e-5 * np.abs(ref[fin]).max()
 
 
-def test_auto_picks_the_fastest_safe_scheme(rng):
+def test_componentwise_auto_picks_the_fastest_safe_scheme(rng):
     inrange = (rng.choice([-1, 1], (128, 256)) * np.exp2(rng.uniform(-8, 0, (128, 256)))).astype(np.float32)
-    assert jaxemu.auto_report(inrange, inrange.T, AUTO)["scheme"] == "fp16x3"
+    assert jaxemu.auto_report(inrange, inrange.T, AUTO_CW)["scheme"] == "fp16x3"
     wide = T.sample("wide-exp", (128, 256), rng)
-    rep = jaxemu.auto_report(wide, inrange.T, AUTO)
+    rep = jaxemu.auto_report(wide, inrange.T, AUTO_CW)
     assert rep["scheme"] == "bf16x6" and rep["blocks"]["fp32"] == 0
     extreme = inrange.copy()
     extreme[0, 0] = 2.0**110
-    rep = jaxemu.auto_report(extreme, inrange.T, AUTO)
+    rep = jaxemu.auto_report(extreme, inrange.T, AUTO_CW)
     assert rep["scheme"] == "fp32" and rep["blocks"]["fp32"] == 128 // 32  # one row panel x all 4 column panels
     # Block counts follow mask_C = mask_A x mask_B.
     half = inrange.copy()
     half[:64] = wide[:64]
-    rep = jaxemu.auto_report(half, inrange.T, AUTO)
+    rep = jaxemu.auto_report(half, inrange.T, AUTO_CW)
     assert rep["blocks"] == {"fp16x3": 2 * 4, "bf16x6": 2 * 4, "fp32": 0}
     # ... and the hybrid runs fp16x3 on the 64 safe rows, bf16x6 on the rest.
     assert rep["scheme"] == "fp16x3+bf16x6" and rep["split"] == dict(rows=64, cols=128, of=(128, 128))
-    rep = jaxemu.auto_report(inrange, half.T, AUTO)
+    rep = jaxemu.auto_report(inrange, half.T, AUTO_CW)
     assert rep["scheme"] == "fp16x3+bf16x6" and rep["split"] == dict(rows=128, cols=64, of=(128, 128))
     # 40 safe rows of 128: the largest split point they fill is 32 (a multiple of block).
     few = wide.copy()
     few[np.arange(0, 128, 3)[:40]] = inrange[:40]
-    assert jaxemu.auto_report(few, inrange.T, AUTO)["split"] == dict(rows=32, cols=128, of=(128, 128))
+    assert jaxemu.auto_report(few, inrange.T, AUTO_CW)["split"] == dict(rows=32, cols=128, of=(128, 128))
     # Both sides mixed (APE's Figure 8 setting): fp16x3 on the safe rows x safe columns.
     rows_ok = np.arange(128) % 4 != 0  # 96 safe rows and columns: the 3/4 split
     a2, b2 = wide.copy(), wide.T.copy()
     a2[rows_ok], b2[:, rows_ok] = inrange[rows_ok], inrange[rows_ok].T
-    assert jaxemu.auto_report(a2, b2, AUTO)["split"] == dict(rows=96, cols=96, of=(128, 128))
+    assert jaxemu.auto_report(a2, b2, AUTO_CW)["split"] == dict(rows=96, cols=96, of=(128, 128))
+    # The normwise test takes fp16x3 on all of these but the extreme one
+    # (where bf16x6 cannot run and FP32 is the only other choice).
+    for x, y in [(wide, inrange.T), (half, inrange.T), (inrange, half.T), (few, inrange.T), (a2, b2)]:
+        assert jaxemu.auto_report(x, y, AUTO)["scheme"] == "fp16x3"
 
 
-def test_the_hybrid_runs_each_row_with_its_scheme(rng):
+def test_componentwise_hybrid_runs_each_row_with_its_scheme(rng):
     """Rows given to fp16x3 agree with pure fp16x3, the others with pure
     bf16x6, and C's rows come back in place; in a batch the split is the one
     every batch element allows. (Two-sided splits: test_two_sided_hybrid.)"""
@@ -125,7 +285,7 @@ def test_the_hybrid_runs_each_row_with_its_scheme(rng):
     for i, rows in enumerate(safe):
         a[i, rows] = inrange[i, rows]
     b = rng.uniform(-1, 1, (3, 160, 96)).astype(np.float32)
-    c = np.asarray(auto_dot(a, b))
+    c = np.asarray(auto_cw_dot(a, b))
     # By hand, on the branch's shapes: fp16x3 on the first 64 safe rows of each
     # element (64 = the 70 of the worst element, rounded down to block 32), bf16x6
     # on the other 64.
@@ -138,7 +298,7 @@ def test_the_hybrid_runs_each_row_with_its_scheme(rng):
     assert T.componentwise_err(c, a, b, ref) <= 2 * T.componentwise_err(np.matmul(a, b), a, b, ref)
 
 
-def test_two_sided_hybrid(rng):
+def test_componentwise_two_sided_hybrid(rng):
     """Safe rows x safe columns run fp16x3, every other entry bf16x6, in place."""
     m, k, n = 128, 96, 128
     a = T.sample("wide-exp", (m, k), rng)
@@ -147,8 +307,8 @@ def test_two_sided_hybrid(rng):
     cols = np.sort(rng.permutation(n)[:100])  # 100 safe columns -> split 96 (3/4)
     a[rows] = rng.uniform(-1, 1, (80, k))
     b[:, cols] = rng.uniform(-1, 1, (k, 100))
-    assert jaxemu.auto_report(a, b, AUTO)["split"] == dict(rows=64, cols=96, of=(m, n))
-    c = np.asarray(auto_dot(a, b))
+    assert jaxemu.auto_report(a, b, AUTO_CW)["split"] == dict(rows=64, cols=96, of=(m, n))
+    c = np.asarray(auto_cw_dot(a, b))
     # The same three products by hand, on the same sub-shapes (so the same
     # summation order): fp16x3 on the first 64 safe rows x first 96 safe
     # columns (stable gathers keep index order), bf16x6 elsewhere.
@@ -163,10 +323,10 @@ def test_two_sided_hybrid(rng):
 
 def test_auto_runs_fp32_where_emulation_does_not_pay_and_explain_says_so():
     from jaxemu.auto import plan
-    auto = jaxemu.get_scheme("auto")  # no cost model for the CPU here: the thresholds decide
-    thin = plan(1, 256, 8192, 65536, auto)
+    default = jaxemu.get_scheme("auto")  # no cost model for the CPU here: the thresholds decide
+    thin = plan(1, 256, 8192, 65536, default)
     assert thin.static == "fp32" and "too thin" in thin.reason    # M = 256: too thin
-    assert plan(1, 8192, 8192, 8192, auto).static is None         # large: decided by the data
+    assert plan(1, 8192, 8192, 8192, default).static is None      # large: decided by the data
     a = np.ones((256, 8192), np.float32)
     b = np.ones((8192, 512), np.float32)
     rep = jaxemu.auto_report(a, b)

@@ -8,6 +8,7 @@ import pytest
 
 import jaxemu
 from jaxemu import _compat
+from jaxemu import testing as T
 
 
 @pytest.fixture(autouse=True)
@@ -205,7 +206,8 @@ NO_DOT = [
     lambda x: jax.nn.softmax(x) + jax.random.normal(jax.random.PRNGKey(0), x.shape),
     lambda x: jnp.linalg.norm(x) + jnp.max(x),
     lambda x: (x.astype(jnp.bfloat16) @ x.T.astype(jnp.bfloat16)).astype(jnp.float32),  # not f32 x f32
-    lambda x: jnp.dot(x, x.T, precision="highest"),  # pinned by the caller
+    lambda x: jnp.dot(x, x.T, precision="high"),  # pinned by the caller to less than FP32
+    lambda x: jax.lax.dot(x, x.T, precision=jax.lax.DotAlgorithmPreset.BF16_BF16_F32),  # an algorithm
     lambda x: jax.lax.scan(lambda c, r: (c + r, c * r), jnp.zeros(x.shape[1]), x),
 ]
 
@@ -215,15 +217,84 @@ def test_changes_nothing_without_f32_dots(i, rng):
     f = NO_DOT[i]
     x = rng.standard_normal((6, 6)).astype(np.float32)
     em = jaxemu.emulate(f)
-    for a, b in zip(jax.tree_util.tree_leaves(jax.jit(f)(x)), jax.tree_util.tree_leaves(jax.jit(em)(x))):
+    with pytest.warns(jaxemu.NothingEmulatedWarning, match="changes (nothing|none)"):
+        out = jax.jit(em)(x)
+    for a, b in zip(jax.tree_util.tree_leaves(jax.jit(f)(x)), jax.tree_util.tree_leaves(out)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert str(jax.make_jaxpr(f)(x)) == str(jax.make_jaxpr(em)(x))
 
 
 def test_pinned_precision_can_be_emulated_on_request():
     x = np.ones((3, 3), np.float32)
-    f = lambda x: jnp.dot(x, x, precision="highest")
-    assert count_prims(jax.make_jaxpr(jaxemu.emulate(f, emulate_pinned=True))(x)).get("jaxemu_dot") == 1
+    for prec in ("high", jax.lax.DotAlgorithmPreset.BF16_BF16_F32):
+        f = lambda x: jax.lax.dot(x, x, precision=prec)  # noqa: E731
+        assert count_prims(jax.make_jaxpr(jaxemu.emulate(f, emulate_pinned=True))(x)).get("jaxemu_dot") == 1
+
+
+# ---------------------------------------------------------------------------
+# The precision rule: HIGHEST asks for FP32 accuracy, which FP32-class schemes give.
+
+@pytest.mark.parametrize("context", ["highest", "float32"])
+def test_default_matmul_precision_highest_is_emulated(context, rng):
+    """Under jax.default_matmul_precision("highest") every dot carries
+    precision HIGHEST: an FP32-class scheme still rewrites every one, and the
+    result matches float64 as in the unpinned case."""
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    before = count_prims(jax.make_jaxpr(everything)(x, W))
+    with jax.default_matmul_precision(context):
+        closed = jax.make_jaxpr(everything)(x, W)
+        assert all(e.params["precision"] == (jax.lax.Precision.HIGHEST,) * 2
+                   for e in closed.jaxpr.eqns if e.primitive.name == "dot_general")
+        after = count_prims(jax.make_jaxpr(jaxemu.emulate(everything, scheme="fp16x3"))(x, W))
+        out = jax.jit(jaxemu.emulate(everything, scheme="fp16x3"))(x, W)
+        ex = jaxemu.explain(everything, x, W, scheme="fp16x3")
+    assert after.get("dot_general", 0) == 0 and after["jaxemu_dot"] == before["dot_general"]
+    assert_close_f64(out, f64_reference(everything, x, W), rel=2e-5)
+    assert all("precision HIGHEST asks for FP32 accuracy, which fp16x3 gives" in d.reason for d in ex)
+
+
+def test_schemes_below_fp32_keep_highest_dots_in_fp32(rng):
+    """A HIGHEST dot asks for FP32 accuracy: bf16 does not give it, so under
+    bf16 the dot stays FP32 (explain says why; emulate warns when that leaves
+    nothing to emulate); unpinned dots in the same function are emulated."""
+    x = rng.standard_normal((8, 8)).astype(np.float32)
+    f = lambda x: (jnp.dot(x, x, precision="highest"), x @ x)  # noqa: E731
+    ex = jaxemu.explain(f, x, scheme="bf16")
+    assert ex[0].scheme is None and "FP32 accuracy, which bf16 does not give" in ex[0].reason
+    assert ex[1].scheme.name == "bf16"
+    hi, lo = jax.jit(jaxemu.emulate(f, scheme="bf16"))(x)
+    ref = x.astype(np.float64) @ x.astype(np.float64)
+    assert T.relerr(hi, ref) <= 2 * T.relerr(x @ x, ref) + 1e-7  # FP32's accuracy
+    assert T.relerr(lo, ref) >= 100 * T.relerr(x @ x, ref)       # bf16's
+    with jax.default_matmul_precision("highest"):
+        with pytest.warns(jaxemu.NothingEmulatedWarning, match="FP32-class scheme"):
+            jax.jit(jaxemu.emulate(lambda x: x @ x, scheme="bf16"))(x)
+    # explicit requests win: emulate_pinned, or a per-dot choice
+    assert jaxemu.explain(f, x, scheme="bf16", emulate_pinned=True)[0].scheme.name == "bf16"
+    assert jaxemu.explain(f, x, per_dot={0: "bf16"})[0].scheme.name == "bf16"
+
+
+def test_dots_asking_for_less_stay_as_they_are(rng):
+    x = rng.standard_normal((8, 8)).astype(np.float32)
+    with jax.default_matmul_precision("tensorfloat32"):
+        with pytest.warns(jaxemu.NothingEmulatedWarning, match="emulate_pinned=True"):
+            c = count_prims(jax.make_jaxpr(jaxemu.emulate(lambda x: x @ x))(x))
+    assert c.get("jaxemu_dot", 0) == 0 and c["dot_general"] == 1
+    preset = lambda x: jax.lax.dot(x, x, precision=jax.lax.DotAlgorithmPreset.BF16_BF16_F32_X3)  # noqa: E731
+    ex = jaxemu.explain(preset, x)
+    assert ex[0].scheme is None and "algorithm BF16_BF16_F32_X3 pinned" in ex[0].reason
+
+
+def test_nothing_emulated_warns_once(rng):
+    em = jaxemu.emulate(lambda x: jnp.sin(x))
+    with pytest.warns(jaxemu.NothingEmulatedWarning) as record:
+        em(np.ones(3, np.float32))
+        em(np.ones(4, np.float32))  # retraced: no second warning
+    assert len([w for w in record if issubclass(w.category, jaxemu.NothingEmulatedWarning)]) == 1
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jaxemu.emulate(lambda x: x @ x)(np.ones((3, 3), np.float32))  # something emulated: silent
 
 
 # ---------------------------------------------------------------------------
@@ -304,7 +375,7 @@ def test_default_scheme_context_applies_to_emulate(rng):
 
 def test_explain_reports_skipped_dots():
     x = np.ones((3, 3), np.float32)
-    f = lambda x: (jnp.dot(x, x, precision="highest"), x.astype(jnp.bfloat16) @ x.astype(jnp.bfloat16))
+    f = lambda x: (jnp.dot(x, x, precision="high"), x.astype(jnp.bfloat16) @ x.astype(jnp.bfloat16))
     ex = jaxemu.explain(f, x)
-    assert ex[0].scheme is None and "pinned" in ex[0].reason
+    assert ex[0].scheme is None and "precision HIGH pinned by the caller" in ex[0].reason
     assert ex[1].scheme is None and "bfloat16" in ex[1].reason

@@ -3,8 +3,8 @@
 The compiled extension ``jaxemu._jaxemu_cuda`` (built by pip when a CUDA
 toolkit is found, see BUILD.md) exports ``registrations()``: FFI handler
 capsules by target name. They are registered for the CUDA platform at
-import, and ``jaxemu_dot`` gets a "cuda" lowering that calls them for the
-schemes they implement; everything else lowers through the xla backend.
+import, together with the backend's concrete product (jaxemu.backends) for
+the schemes the kernels implement; everything else runs on the xla backend.
 ``register()`` runs once when jaxemu is imported.
 """
 from __future__ import annotations
@@ -32,11 +32,12 @@ def built() -> bool:
 
 
 def supports(scheme) -> bool:
-    """True when the CUDA kernels implement ``scheme`` on the visible GPUs."""
-    if not (built() and _registered and "float" in _ext.supported_families()):
+    """True when the CUDA kernels implement ``scheme`` (every concrete part of
+    it, for auto) on the visible GPUs."""
+    if not (built() and _registered and "fused" in _ext.supported_families()):
         return False
-    from . import cuda_lowering
-    return cuda_lowering.handles(scheme) and cuda_lowering.gpus_supported(_ext)
+    from . import handles
+    return handles(scheme, "cuda")
 
 
 _registered = False

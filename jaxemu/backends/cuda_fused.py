@@ -39,7 +39,8 @@ TILE_M = 128
 TILE_NS = (128, 192)
 # Relative speed of the two tile widths on full tiles (H200, bf16, promoted
 # GEMM at 8192 x 8192 x 49152: 454 vs 492 TFLOP/s with 1x1 clusters,
-# ffi/gemm_sm90.cuh): a 192-wide tile pays unless it wastes > 8 % of N.
+# the per-level CUTLASS kernel this one replaced): a 192-wide tile pays unless
+# it wastes > 8 % of N.
 _TILE_N_SPEED = {128: 0.92, 192: 1.0}
 # Below this many K-steps of slice products per tile (K x terms), the
 # epilogue's share of a tile's time is large: 128-wide tiles, whose epilogue

@@ -429,19 +429,21 @@ def special_pattern(x):
 
 
 def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_level_sum):
-    """The scheme's product of canonical float32 operands (B, M, K) x (B, K, N).
+    """The scheme's product of canonical float32 operands (B, M, K) x (B, K, N):
+    the reference concrete product (see jaxemu.backends).
 
     ``level_sum`` computes the slice products of float schemes; the default is
     plain XLA, the CUDA backend substitutes its kernels (same splits, same
-    special-value handling)."""
+    special-value handling). Composite schemes (auto) are not concrete: they
+    run above the backends (jaxemu/auto.py)."""
     s = get_scheme(scheme)
+    if s.parts != (s,):
+        raise TypeError(f"scheme {s.name!r} is not a concrete scheme: backends run its parts "
+                        f"({', '.join(p.name for p in s.parts)}), jaxemu.auto composes them")
     if isinstance(s, NativeFP32):
         return native_dot(a, b, s, platform)  # the FP32 product has FP32 semantics
     if a.size == 0 or b.size == 0:
         return jnp.zeros((a.shape[0], a.shape[1], b.shape[2]), f32)
-    if s.family == "auto":
-        from .. import auto  # late import: auto builds on this module
-        return auto.auto_dot(a, b, s, platform, level_sum)
     fin_a, fin_b = jnp.isfinite(a), jnp.isfinite(b)
     a0, b0 = jnp.where(fin_a, a, 0.0), jnp.where(fin_b, b, 0.0)
     c = finite_dot(a0, b0, s, platform, level_sum)
