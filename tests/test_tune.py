@@ -289,7 +289,7 @@ def test_plan_validation():
     with pytest.raises(ValueError, match="unknown scheme 'bf17'"):
         Plan({0: "bf17"})
     with pytest.raises(ValueError, match="not a catalogue scheme"):
-        Plan({0: jaxemu.get_scheme("bf16x6").replace(kc=64)})
+        Plan({0: jaxemu.get_scheme("bf16x6").replace(kc=32)})
     with pytest.raises(ValueError, match="error must be a finite non-negative"):
         Plan({0: "bf16"}, error=float("nan"))
     good = json.loads(Plan({0: "bf16"}).to_json())
