@@ -202,6 +202,27 @@ def default_shapes(platform: str) -> Sequence[Shape]:
             (1, 256, 4096, 4096), (4, 2048, 2048, 2048)]
 
 
+def measure_points(shapes: Sequence[Shape], device, repeats: int = 5) -> Dict[str, Dict[Shape, float]]:
+    """Median seconds of fp32, fp16x3 and bf16x6 per shape on ``device``,
+    through the backend auto would use there (uniform(-1, 1) inputs)."""
+    import jax
+
+    from . import backends, testing
+    from .schemes import get_scheme
+    backend = backends.backend_for("auto", device.platform)
+    product = backends.product_for(device.platform, backend)
+    rng = np.random.default_rng(0)
+    points: Dict[str, Dict[Shape, float]] = {s: {} for s in SCHEMES}
+    for shape in shapes:
+        b, m, n, k = shape
+        x = jax.device_put(rng.uniform(-1, 1, (b, m, k)).astype(np.float32), device)
+        y = jax.device_put(rng.uniform(-1, 1, (b, k, n)).astype(np.float32), device)
+        for s in SCHEMES:
+            f = jax.jit(lambda x, y, s=get_scheme(s): product(x, y, s))
+            points[s][shape] = testing.median_time(lambda: f(x, y), repeats)
+    return points
+
+
 def calibrate(shapes: Optional[Sequence[Shape]] = None, *, device=None, repeats: int = 5,
               save: bool = True) -> CostModel:
     """Time fp32, fp16x3 and bf16x6 products on ``device`` (default: JAX's
@@ -212,23 +233,13 @@ def calibrate(shapes: Optional[Sequence[Shape]] = None, *, device=None, repeats:
     what auto's branches run."""
     import jax
 
-    from . import backends, testing
-    from .schemes import get_scheme
+    from . import backends
     device = device or jax.devices()[0]
     backend = backends.backend_for("auto", device.platform)
-    product = backends.product_for(device.platform, backend)
     shapes = list(shapes or default_shapes(device.platform))
     if len(shapes) < 3:
         raise ValueError(f"calibrate needs at least 3 shapes (3 coefficients per scheme), got {len(shapes)}")
-    rng = np.random.default_rng(0)
-    points: Dict[str, Dict[Shape, float]] = {s: {} for s in SCHEMES}
-    for shape in shapes:
-        b, m, n, k = shape
-        x = jax.device_put(rng.uniform(-1, 1, (b, m, k)).astype(np.float32), device)
-        y = jax.device_put(rng.uniform(-1, 1, (b, k, n)).astype(np.float32), device)
-        for s in SCHEMES:
-            f = jax.jit(lambda x, y, s=get_scheme(s): product(x, y, s))
-            points[s][shape] = testing.median_time(lambda: f(x, y), repeats)
+    points = measure_points(shapes, device, repeats)
     model = CostModel.from_points(device.device_kind, backend,
                                   f"calibrated on this machine ({len(shapes)} shapes)", points)
     if save:
