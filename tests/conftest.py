@@ -41,7 +41,7 @@ def pytest_configure(config):
 def pytest_report_header(config):
     import randomized
     seed = randomized.seed_from_env()
-    n = randomized.num_cases(randomized.generate(seed))
+    n = randomized.num_cases(randomized.generate(seed)) + len(randomized.bad_inputs(seed))
     return (f"jaxemu randomized cases: seed {seed} ({n} cases planned); reproduce with "
             f"JAXEMU_TEST_SEED={seed} or --seed {seed}")
 
@@ -54,4 +54,4 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(
         f"jaxemu randomized: seed {mod.SEED}: {t.cases} cases checked ({t.entries} output entries, "
         f"{t.specials} NaN/Inf entries exact, {t.order_dependent} order-dependent, {t.normwise} "
-        f"normwise bounds, {t.reruns} bit-identical reruns); reproduce with JAXEMU_TEST_SEED={mod.SEED}")
+        f"normwise bounds, {t.reruns} bit-identical reruns, {t.bad_inputs} bad inputs); reproduce with JAXEMU_TEST_SEED={mod.SEED}")

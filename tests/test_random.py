@@ -7,6 +7,7 @@ The cases come from tests/randomized.py, seeded by JAXEMU_TEST_SEED or
 compiled function run as one vmapped call, so the suite stays fast.
 """
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -191,3 +192,19 @@ def test_random_emulate_control_flow():
     assert groups
     for g in groups:
         run_control_flow(g)
+
+
+def test_random_bad_input():
+    cases = R.bad_inputs(SEED)
+    for desc, api, a, b, dn, scheme, exc, msg in cases:
+        call = {"dot": lambda: jaxemu.dot(a, b, scheme=scheme),
+                "matmul": lambda: jaxemu.matmul(a, b, scheme=scheme),
+                "dot_general": lambda: jaxemu.dot_general(a, b, dn, scheme=scheme)}[api]
+        try:
+            call()
+        except exc as e:
+            assert re.search(msg, str(e)), f"[seed {SEED}] {desc}: message {str(e)!r} does not match {msg!r}"
+        else:
+            pytest.fail(f"[seed {SEED}] {desc}: no {exc.__name__} raised")
+    TALLY.cases += len(cases)
+    TALLY.bad_inputs += len(cases)
