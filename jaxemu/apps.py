@@ -340,6 +340,19 @@ def plot(result: dict, path: str) -> Optional[str]:
     return path
 
 
+def save(args, facts, small, descs, configs, rows, t_start) -> dict:
+    """The result dict; written to --json / --md when asked."""
+    result = dict(facts=facts, small=small, budget_s=args.budget, elapsed_s=time.perf_counter() - t_start,
+                  apps=dict(descs), configs=configs, rows=rows)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1)
+    if args.md:
+        with open(args.md, "w") as fh:
+            fh.write(markdown(result))
+    return result
+
+
 def _names(text: str, valid: List[str], what: str, parser) -> List[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
     bad = [s for s in names if s not in valid]
@@ -382,6 +395,7 @@ def main(argv=None) -> dict:
     for app in apps:
         if time.perf_counter() - t_start > args.budget:
             print(f"{app}: SKIPPED, time budget of {args.budget:g} s used up", flush=True)
+            descs[app] = app
             rows += [dict(app=app, config=c, skipped="time budget") for c in configs]
             continue
         try:
@@ -413,14 +427,9 @@ def main(argv=None) -> dict:
                 row["x_fp32"] = t_fp32 / row["time_s"]
             rows.append(row)
             print(f"  {config:<8} {table([row]).splitlines()[1][19:]}", flush=True)
-    result = dict(facts=facts, small=small, budget_s=args.budget, elapsed_s=time.perf_counter() - t_start,
-                  apps=descs, configs=configs, rows=rows)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result, fh, indent=1)
-    if args.md:
-        with open(args.md, "w") as fh:
-            fh.write(markdown(result))
+            # Written after every row: a run killed by an outer time limit keeps what it measured.
+            result = save(args, facts, small, descs, configs, rows, t_start)
+    result = save(args, facts, small, descs, configs, rows, t_start)
     if args.plot:
         plot(result, args.plot)
     print()
