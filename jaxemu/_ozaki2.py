@@ -196,11 +196,12 @@ def garner_digits(res, moduli):
     return digits
 
 
-def digits_to_float(digits, moduli, dtype, value_bits: int):
-    """sum_l v_l W_l as ``dtype``: exact int32 limbs by Horner's rule, then one
-    conversion (within an ulp of the integer). ``value_bits`` bounds log2 |C'|:
-    Horner's partial values X_l = (C' - sum_{j<l} v_j W_j) / W_l are no larger,
-    so that many bits (plus a sign limb) hold every step."""
+def digits_to_limbs(digits, moduli, value_bits: int):
+    """(sign, limbs) with sum_l v_l W_l = sign * sum_i limbs[i] 2^(16 i), exactly:
+    Horner's rule X <- X m_l + u_l on base-2^16 int32 limbs with floor carries
+    (limbs[:-1] in [0, 2^16)). ``value_bits`` bounds log2 |C'|; Horner's
+    partial values X_l = (|C'| - sum_{j<l} u_j W_j) / W_l are no larger in
+    magnitude, so that many bits (plus a sign limb) hold every step."""
     sign = jnp.zeros_like(digits[0])
     for v in digits:  # the highest nonzero digit decides
         sign = jnp.where(v != 0, jnp.sign(v), sign)
@@ -217,8 +218,16 @@ def digits_to_float(digits, moduli, dtype, value_bits: int):
             c = limbs[i] >> LIMB_BITS
             limbs[i] = limbs[i] & mask
             limbs[i + 1] = limbs[i + 1] + c
+    return sign, limbs
+
+
+def limbs_to_float(sign, limbs, dtype):
+    """sign * sum_i limbs[i] 2^(16 i) in ``dtype``: each limb term is exact;
+    added smallest first, the partial sums are nonnegative and grow, so the
+    result is within about an ulp of the integer (one rounding per addition,
+    the earlier ones at most 2^-16 of the later ones unless limbs are small)."""
     out = jnp.zeros(limbs[0].shape, dtype)
-    for i, x in enumerate(limbs):  # smallest first: nonnegative partial sums
+    for i, x in enumerate(limbs):
         out = out + x.astype(dtype) * dtype(2.0 ** (LIMB_BITS * i))
     return out * sign.astype(dtype)
 
@@ -234,5 +243,6 @@ def ozaki2_dot(a, b, n_moduli: int, max_bits: int):
     eb, bi = scale_to_integers(b, 1, pb)  # eb: (B, 1, N)
     pr = modular_products(symmetric_residues(ai, moduli), symmetric_residues(bi, moduli), moduli)
     value_bits = pa + pb + max(0, math.ceil(math.log2(max(k, 1)))) + 1
-    c = digits_to_float(garner_digits(pr, moduli), moduli, dt.type, value_bits)
+    sign, limbs = digits_to_limbs(garner_digits(pr, moduli), moduli, value_bits)
+    c = limbs_to_float(sign, limbs, dt.type)
     return ldexp(c, -(ea + eb))
