@@ -53,6 +53,17 @@ def step(x, centers):
     return new, labels
 
 
+def lloyd(x, centers, iters):
+    """`iters` Lloyd iterations in one traced loop (no convergence test, so
+    one jitted call runs the whole fit). Returns (centers, labels)."""
+    labels = jnp.zeros((x.shape[0],), jnp.int32)
+    def body(_, carry):
+        c, _labels = carry
+        c, lab = step(x, c)
+        return c, lab.astype(jnp.int32)
+    return jax.lax.fori_loop(0, iters, body, (centers, labels))
+
+
 def fit(step_fn, x, centers, max_iter):
     """Iterate until no label changes (or max_iter).
     Returns (centers, labels, iterations, converged)."""

@@ -44,6 +44,17 @@ def knn(queries, database, k):
     return idx
 
 
+def knn_chunked(queries, database, k, chunk):
+    """knn() a chunk of `chunk` queries at a time (lax.map): the (chunk x n)
+    distance block is the largest temporary, not the (m x n) matrix
+    (8192 x 1M float32 would be 32 GiB). m must be a multiple of chunk."""
+    m = queries.shape[0]
+    if m % chunk:
+        raise ValueError(f"number of queries {m} is not a multiple of chunk={chunk}")
+    idx = jax.lax.map(lambda q: knn(q, database, k), queries.reshape(m // chunk, chunk, -1))
+    return idx.reshape(m, k)
+
+
 # -- data and metrics -------------------------------------------------------
 
 def make_data(n, m, d, seed=0, offset=4.0):

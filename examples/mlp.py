@@ -77,6 +77,25 @@ def make_train_step(scheme, task, lr, optimizer="sgd"):
     return jax.jit(train_step), opt.init
 
 
+def make_fit(task, lr, optimizer="adam"):
+    """The whole training run as one function, fit(params, xs, ys) ->
+    (params, losses): a lax.scan of optax steps over the batches xs[i], ys[i].
+    One jitted call trains, so it can be timed as a unit and emulated as a
+    unit (`jax.jit(jaxemu.emulate(fit, scheme=s))`)."""
+    import optax  # optional: pip install optax
+    opt = getattr(optax, optimizer)(lr)
+
+    def fit(params, xs, ys):
+        def one(carry, batch):
+            params, state = carry
+            l, g = jax.value_and_grad(loss)(params, *batch, task)
+            updates, state = opt.update(g, state, params)
+            return (optax.apply_updates(params, updates), state), l
+        (params, _), losses = jax.lax.scan(one, (params, opt.init(params)), (xs, ys))
+        return params, losses
+    return fit
+
+
 # -- data and metrics ---------------------------------------------------------
 
 def make_data(n, d_in, task, seed=0, classes=8):

@@ -46,15 +46,39 @@ _H200_SPEEDUP = {  # x SGEMM, same order as _H200_SGEMM
 }
 
 
-def _h200_points() -> Dict[str, Dict[Shape, float]]:
-    pts = {"fp32": {s: ms * 1e-3 for s, ms in _H200_SGEMM.items()}}
-    for name, speedups in _H200_SPEEDUP.items():
-        pts[name] = {s: ms * 1e-3 / x for (s, ms), x in zip(_H200_SGEMM.items(), speedups)}
+# H100 80GB HBM3 (driver 580.159.04, jax 0.11.2), cuda backend (fused kernels,
+# kc = 64), 2026-11-24, same shapes and law, `python scripts/cost_points.py
+# --repeats 5` (docs/performance.md, "H100"). Two runs agreed within 0.17x on
+# every shape but the smallest; fp16x3 at 16384^3 measured 1.87x both times.
+_H100_SGEMM = {(1, 1024, 1024, 1024): 0.060, (1, 2048, 2048, 2048): 0.344, (1, 4096, 4096, 4096): 2.695,
+               (1, 8192, 8192, 8192): 21.606, (1, 16384, 16384, 16384): 166.626, (1, 8192, 8192, 256): 0.759,
+               (1, 256, 8192, 8192): 0.710, (8, 2048, 2048, 2048): 2.657}
+_H100_SPEEDUP = {
+    "fp16x3": (0.45, 1.19, 2.01, 2.63, 1.87, 0.97, 0.48, 1.60),
+    "bf16x6": (0.33, 0.85, 1.27, 1.36, 0.93, 1.15, 0.43, 1.05),
+}
+
+
+def _points(sgemm_ms, speedups) -> Dict[str, Dict[Shape, float]]:
+    """Seconds per scheme and shape from SGEMM's milliseconds and the
+    schemes' speedups over it measured in the same run."""
+    pts = {"fp32": {s: ms * 1e-3 for s, ms in sgemm_ms.items()}}
+    for name, xs in speedups.items():
+        pts[name] = {s: ms * 1e-3 / x for (s, ms), x in zip(sgemm_ms.items(), xs)}
     return pts
 
 
+def _h200_points() -> Dict[str, Dict[Shape, float]]:
+    return _points(_H200_SGEMM, _H200_SPEEDUP)
+
+
+def _h100_points() -> Dict[str, Dict[Shape, float]]:
+    return _points(_H100_SGEMM, _H100_SPEEDUP)
+
+
 # (device kind substring, backend) -> (source, measured points)
-SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-21 (docs/performance.md)", _h200_points)}
+SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-21 (docs/performance.md)", _h200_points),
+           ("H100", "cuda"): ("shipped: H100 measurements of 2026-11-24 (docs/performance.md)", _h100_points)}
 
 
 # Relative cost of one FLOP per slice product on Hopper, for when no model is
@@ -219,7 +243,10 @@ def measure_points(shapes: Sequence[Shape], device, repeats: int = 5) -> Dict[st
         y = jax.device_put(rng.uniform(-1, 1, (b, k, n)).astype(np.float32), device)
         for s in SCHEMES:
             f = jax.jit(lambda x, y, s=get_scheme(s): product(x, y, s))
-            points[s][shape] = testing.median_time(lambda: f(x, y), repeats)
+            # Back-to-back calls of >= 50 ms per timed run: a single call of a
+            # small product times the dispatch, not the GPU (seen on an H100:
+            # 0.34 ms for a 0.06 ms SGEMM).
+            points[s][shape] = testing.median_time(lambda: f(x, y), repeats, min_rep_s=0.05)
     return points
 
 

@@ -2,6 +2,7 @@
 # One GPU session: build the CUDA extension, run the GPU tests, run the benchmark.
 # Used through the device tool (see BUILD.md): logs and results go to $OUT.
 #   STEPS="build test bench" BENCH_ARGS="..." bash scripts/gpu_session.sh
+#   STEPS=apps bash scripts/gpu_session.sh     # the applications (python -m jaxemu.apps)
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"
 mkdir -p "$OUT"
@@ -27,4 +28,8 @@ fi
 if [[ " $STEPS " == *" bench "* ]]; then
   JAX_PLATFORMS=cuda,cpu timeout "${BENCH_TIMEOUT:-300}" python3 -m jaxemu.bench --json "$OUT/bench.json" \
     --plot "$OUT/pareto.png" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -60
+fi
+if [[ " $STEPS " == *" apps "* ]]; then
+  JAX_PLATFORMS=cuda,cpu timeout "${APPS_TIMEOUT:-470}" python3 -m jaxemu.apps --json "$OUT/apps.json" \
+    --md "$OUT/apps.md" --plot "$OUT/apps.png" ${APPS_ARGS:-} 2>&1 | tee "$OUT/apps.log" | tail -40
 fi

@@ -9,31 +9,48 @@ from jaxemu import auto, costs
 
 H200 = costs.model_for("NVIDIA H200", "cuda")
 MEASURED = costs._h200_points()
+# Points a model linear in FLOPs, elements and a constant cannot follow, with
+# the ratio (predicted / measured time) it gives them. The H100's 16384^3 ran
+# at 1.87x SGEMM (fp16x3) and 0.93x (bf16x6) in two runs, below 8192^3's 2.63x
+# and 1.36x (a sustained-power drop, we think); M = 256 ran at 0.48x and 0.43x
+# (tile occupancy). The model is optimistic there, and the decision test below
+# checks that auto still picks what measured fastest.
+MISFITS = {("NVIDIA H100 80GB HBM3", s, shape): (0.4, 0.8)
+           for s in ("fp16x3", "bf16x6") for shape in ((1, 16384, 16384, 16384), (1, 256, 8192, 8192))}
+SHIPPED = [("NVIDIA H200", costs._h200_points()), ("NVIDIA H100 80GB HBM3", costs._h100_points())]
 
 
-def test_the_shipped_h200_model_reproduces_its_measurements():
-    assert H200 is not None and "shipped" in H200.source
-    for scheme, points in MEASURED.items():
+@pytest.mark.parametrize("kind,measured", SHIPPED, ids=["H200", "H100"])
+def test_the_shipped_models_reproduce_their_measurements(kind, measured):
+    model = costs.model_for(kind, "cuda")
+    assert model is not None and "shipped" in model.source and kind.split()[1] in model.source
+    for scheme, points in measured.items():
         for shape, t in points.items():
-            ratio = H200.time(scheme, shape) / t
+            ratio = model.time(scheme, shape) / t
             square = shape[0] == 1 and len(set(shape[1:])) == 1 and shape[1] >= 2048
+            misfit = MISFITS.get((kind, scheme, shape))
+            if misfit:
+                assert misfit[0] <= ratio <= misfit[1], (scheme, shape, ratio)
+                continue
             assert (0.88 <= ratio <= 1.12) if square else (0.6 <= ratio <= 1.4), (scheme, shape, ratio)
 
 
+@pytest.mark.parametrize("kind,measured", SHIPPED, ids=["H200", "H100"])
 @pytest.mark.parametrize("in_range", [True, False])
-def test_on_the_h200_auto_never_picks_what_measured_slower_than_sgemm(in_range):
+def test_on_shipped_gpus_auto_never_picks_what_measured_slower_than_sgemm(in_range, kind, measured):
     """For every measured shape, the scheme auto's plan runs (fp16x3-range data,
     or wide-range data that only bf16x6 or FP32 may take) measured at most
     10 % slower than SGEMM in the same run."""
     s = jaxemu.get_scheme("auto")
-    for shape, t32 in MEASURED["fp32"].items():
-        pl = auto.plan(*shape, s, model=H200)
+    model = costs.model_for(kind, "cuda")
+    for shape, t32 in measured["fp32"].items():
+        pl = auto.plan(*shape, s, model=model)
         ok = [c for c in pl.candidates if in_range or c.scheme != "fp16x3" and not c.hybrid]
         pick = ok[0]
         assert not pick.hybrid  # fp16x3 is faster than any hybrid, and wide data allow none
-        assert MEASURED[pick.scheme][shape] <= 1.1 * t32, (shape, pick)
+        assert measured[pick.scheme][shape] <= 1.1 * t32, (shape, pick)
     # and emulation where it paid 2x or more:
-    assert auto.plan(1, 8192, 8192, 8192, s, model=H200).candidates[0].scheme == "fp16x3"
+    assert auto.plan(1, 8192, 8192, 8192, s, model=model).candidates[0].scheme == "fp16x3"
 
 
 def test_plans_keep_only_candidates_that_pay():
