@@ -75,9 +75,11 @@ def exact_knn64(queries, database, k, chunk=1024):
     with jax.enable_x64(True):
         x = jnp.asarray(database, jnp.float64)
         xx = jnp.sum(x * x, axis=1)
-        nearest = jax.jit(lambda q: jax.lax.top_k(-(jnp.sum(q * q, axis=1)[:, None] - 2.0 * (q @ x.T)
-                                                    + xx[None, :]), k)[1])
-        out = [np.asarray(nearest(jnp.asarray(queries[i:i + chunk], jnp.float64)))
+        # The database goes in as an argument: closed over, it could be baked
+        # into the compiled program as a (GiB-sized) constant.
+        nearest = jax.jit(lambda q, x, xx: jax.lax.top_k(-(jnp.sum(q * q, axis=1)[:, None] - 2.0 * (q @ x.T)
+                                                          + xx[None, :]), k)[1])
+        out = [np.asarray(nearest(jnp.asarray(queries[i:i + chunk], jnp.float64), x, xx))
                for i in range(0, len(queries), chunk)]
     return np.concatenate(out)
 
