@@ -445,6 +445,7 @@ def main(argv=None) -> dict:
             print(f"  {config:<8} {table([row]).splitlines()[1][19:]}", flush=True)
             # Written after every row: a run killed by an outer time limit keeps what it measured.
             result = save(args, facts, small, descs, configs, rows, t_start)
+        run = None  # drop this application's device arrays before the next one's setup
     result = save(args, facts, small, descs, configs, rows, t_start)
     if args.plot:
         plot(result, args.plot)
