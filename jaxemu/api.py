@@ -71,23 +71,47 @@ def resolve_scheme(scheme: Optional[SchemeLike]) -> Scheme:
     return current_scheme() if scheme is None else get_scheme(scheme)
 
 
-def _operand(x, name: str):
+def _check_x64(s: Scheme) -> None:
+    if s.operand_dtype == "float64":
+        import jax
+        if not jax.config.jax_enable_x64:
+            raise TypeError(f"scheme {s.name!r} emulates float64 products and needs float64 arrays: "
+                            "enable them with jax.config.update('jax_enable_x64', True)")
+
+
+def _operand(x, name: str, s: Optional[Scheme] = None):
+    """Check one operand against the scheme's operand dtype (float32 unless
+    the scheme is an FP64 emulation) and promote bf16/f16 to float32."""
+    want64 = s is not None and s.operand_dtype == "float64"
+    if want64:
+        _check_x64(s)
     if not hasattr(x, "dtype") or not hasattr(x, "shape"):
         try:
             x = jnp.asarray(x)
-        except TypeError:
+        except (TypeError, ValueError):  # jnp.asarray(None) raises ValueError
             raise TypeError(f"{name} must be an array, got {type(x).__name__}") from None
     dt = np.dtype(x.dtype)
+    if want64:
+        if dt != np.float64:
+            raise TypeError(f"{name} has dtype {dt}, but scheme {s.name!r} emulates float64 products: "
+                            f"cast {name} to float64, or use a float32 scheme such as 'ozaki2_f32'")
+        return x
     if dt == np.float64:
-        raise TypeError(f"{name} has dtype float64, but jaxemu emulates float32 products: cast {name} to "
-                        "float32, or use jax.lax.dot_general for float64")
+        raise TypeError(f"{name} has dtype float64, but scheme "
+                        f"{s.name if s is not None else 'float32'!r} emulates float32 products: cast {name} "
+                        "to float32, use scheme='ozaki2_f64' (FP64 emulation), or jax.lax.dot_general")
     if dt not in _OK_IN:
         raise TypeError(f"{name} has dtype {dt}; jaxemu needs floating-point operands "
                         "(float32, or bfloat16/float16, which are promoted exactly)")
     return x if dt == np.float32 else x.astype(jnp.float32)
 
 
-def _out_dtype(preferred_element_type):
+def _out_dtype(preferred_element_type, s: Optional[Scheme] = None):
+    if s is not None and s.operand_dtype == "float64":
+        if preferred_element_type is not None and np.dtype(preferred_element_type) != np.float64:
+            raise TypeError(f"preferred_element_type must be float64 (or None) for scheme {s.name!r}, "
+                            f"got {np.dtype(preferred_element_type)}")
+        return np.dtype(np.float64)
     if preferred_element_type is None:
         return np.dtype(np.float32)
     dt = np.dtype(preferred_element_type)
@@ -117,7 +141,8 @@ def dot_general(lhs, rhs, dimension_numbers, scheme: Optional[SchemeLike] = None
     """Emulated ``lax.dot_general``: FP32 products on low-precision tensor cores.
 
     Arguments:
-      lhs, rhs: float32 arrays (bfloat16/float16 are promoted exactly).
+      lhs, rhs: float32 arrays (bfloat16/float16 are promoted exactly); float64
+        arrays for the FP64 scheme "ozaki2_f64" (needs jax_enable_x64).
       dimension_numbers: ``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``,
         as in ``jax.lax.dot_general``; any ranks, several contracting dims.
       scheme: a scheme name ("bf16x6", "fp16x3", "int8_l4", ... see
@@ -135,12 +160,12 @@ def dot_general(lhs, rhs, dimension_numbers, scheme: Optional[SchemeLike] = None
     """
     s = resolve_scheme(scheme)
     be = check_backend(backend)
-    lhs = _operand(lhs, "lhs")
-    rhs = _operand(rhs, "rhs")
+    lhs = _operand(lhs, "lhs", s)
+    rhs = _operand(rhs, "rhs", s)
     dn = normalize_dimension_numbers(dimension_numbers, lhs.ndim, rhs.ndim)
     dot_shape(lhs.shape, rhs.shape, dn)  # size checks with clear messages
     return primitive.bind(lhs, rhs, dimension_numbers=dn, scheme=s,
-                          out_dtype=_out_dtype(preferred_element_type), backend=be,
+                          out_dtype=_out_dtype(preferred_element_type, s), backend=be,
                           out_sharding=_out_sharding(out_sharding))
 
 
@@ -152,9 +177,14 @@ def dot(a, b, scheme: Optional[SchemeLike] = None, *, preferred_element_type=Non
     Example:
       >>> c = jaxemu.dot(a, b, scheme="bf16x6")   # FP32 accuracy on BF16 tensor cores
     """
-    a_nd, b_nd = np.ndim(a), np.ndim(b)
+    # Checked here, under dot's own argument names (a, b), before np.ndim
+    # (which calls None, strings and dicts rank 0).
+    a = _operand(a, "a")
+    b = _operand(b, "b")
+    a_nd, b_nd = a.ndim, b.ndim
     if a_nd == 0 or b_nd == 0:
-        raise ValueError("jaxemu.dot needs operands of rank >= 1; use multiplication for scalars")
+        raise ValueError(f"jaxemu.dot needs operands of rank >= 1, but {'a' if a_nd == 0 else 'b'} is a scalar; "
+                         "use multiplication for scalars")
     dn = (((a_nd - 1,), (max(b_nd - 2, 0),)), ((), ()))
     return dot_general(a, b, dn, scheme, preferred_element_type=preferred_element_type, backend=backend,
                        out_sharding=out_sharding)
@@ -167,10 +197,12 @@ def matmul(a, b, scheme: Optional[SchemeLike] = None, *, preferred_element_type=
     Example:
       >>> c = jaxemu.matmul(x, w, scheme="fp16x3")   # x: (batch, m, k), w: (k, n)
     """
-    a = _operand(a, "a")
-    b = _operand(b, "b")
+    s = resolve_scheme(scheme)
+    a = _operand(a, "a", s)
+    b = _operand(b, "b", s)
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("jaxemu.matmul needs operands of rank >= 1")
+        raise ValueError(f"jaxemu.matmul needs operands of rank >= 1, but {'a' if a.ndim == 0 else 'b'} "
+                         "is a scalar")
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
     if a_vec:
         a = a[None, :]
@@ -185,7 +217,11 @@ def matmul(a, b, scheme: Optional[SchemeLike] = None, *, preferred_element_type=
     elif a.ndim == 2:  # (m, k) @ (..., k, n): result (m, ..., n), then move m
         out = jnp.moveaxis(dot_general(a, b, (((1,), (b.ndim - 2,)), ((), ())), scheme, **kw), 0, -2)
     else:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        try:
+            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            raise ValueError(f"matmul: batch dimensions of a (shape {a.shape}) and b (shape {b.shape}) "
+                             "do not broadcast") from None
         a = jnp.broadcast_to(a, batch + a.shape[-2:])
         b = jnp.broadcast_to(b, batch + b.shape[-2:])
         out = dot_general(a, b, matmul_dimension_numbers(a.ndim, b.ndim), scheme, **kw)

@@ -180,7 +180,7 @@ class _Rewriter:
                 choice = self.scheme
             if choice is None:
                 return DotDecision(info, None, f"{why} chose to leave it"), "per_dot"
-            s = get_scheme(choice)
+            s = _check_fp32_scheme(get_scheme(choice), why)
         if kind == "fp32":
             if s.fp32_class:
                 why += f"; precision HIGHEST asks for FP32 accuracy, which {s.name} gives"
@@ -456,7 +456,7 @@ def emulate(f: Callable, scheme: Optional[SchemeLike] = None, *, backend: Option
     if not callable(f):
         raise TypeError(f"emulate: f must be callable, got {type(f).__name__}")
     if scheme is not None:
-        get_scheme(scheme)  # fail early on unknown names
+        _check_fp32_scheme(get_scheme(scheme), "scheme")  # fail early on unknown names
     backend = check_backend(backend) if backend is not None else None
     if plan is not None:
         if per_dot is not None:
@@ -465,6 +465,16 @@ def emulate(f: Callable, scheme: Optional[SchemeLike] = None, *, backend: Option
     if per_dot is not None and not (callable(per_dot) or isinstance(per_dot, Mapping)):
         raise TypeError(f"emulate: per_dot must be a mapping or a callable, got {type(per_dot).__name__}")
     return _emulate(f, scheme, backend, per_dot, emulate_pinned, warn=True)
+
+
+def _check_fp32_scheme(s, what: str):
+    """emulate rewrites float32 products: an FP64 scheme (ozaki2_f64) cannot
+    replace them (its operands and result are float64)."""
+    if s.operand_dtype != "float32":
+        raise ValueError(f"emulate: {what} {s.name!r} emulates {s.operand_dtype} products, but emulate "
+                         "rewrites float32 dot_generals; use a float32 scheme (e.g. 'ozaki2_f32'), or call "
+                         f"jaxemu.dot(..., scheme={s.name!r}) on float64 arrays")
+    return s
 
 
 class Explanation(list):

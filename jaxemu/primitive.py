@@ -122,7 +122,8 @@ def _cotangent(g, other, this_aval, this_dims, other_dims, this_is_lhs, params):
     # The cotangent takes its operand's sharding (as in lax.dot_general's rule):
     # needed on explicit meshes when the contraction runs over sharded axes.
     params = dict(params, out_sharding=_compat.permuted_sharding(this_aval, src_axes))
-    out = bind(g.astype(jnp.float32), other, dimension_numbers=dn, **params)
+    # float32, or float64 for an FP64 scheme: the dtype of the operands.
+    out = bind(g.astype(other.dtype), other, dimension_numbers=dn, **params)
     return jnp.transpose(out, tuple(np.argsort(src_axes)))
 
 

@@ -17,6 +17,9 @@ Sources (facts and figures only; see README.md for the full references):
   cube     -- SGEMM-cube, arXiv 2507.23387 (scaled FP16 residual, termwise sums).
   Ootomo   -- Ootomo & Yokota, IJHPCA 2022 (FP16 residual scaled by 2^11).
   XLA      -- jax.lax.DotAlgorithmPreset BF16_BF16_F32_X3/X6/X9 (Henry et al.).
+  Ozaki II -- Ozaki, Uchino & Imamura, "Ozaki Scheme II: A GEMM-oriented
+              emulation of floating-point matrix multiplication using an
+              integer modular technique" (2024/2025); GEMMul8 (Uchino).
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import dataclasses
 from typing import ClassVar, Optional, Tuple, Union
 
 __all__ = [
-    "Scheme", "NativeFP32", "FloatSplit", "Int8Split", "Auto",
+    "Scheme", "NativeFP32", "FloatSplit", "Int8Split", "Ozaki2", "Auto",
     "get_scheme", "schemes", "SchemeLike",
 ]
 
@@ -64,6 +67,10 @@ class Scheme:
         if self.fp32_class:
             return None
         return 4.0 * self.unit_roundoff
+
+    #: dtype of the operands and result: "float32" for every scheme but the
+    #: FP64 emulation (ozaki2_f64).
+    operand_dtype: ClassVar[str] = "float32"
 
     def __repr__(self) -> str:
         # Short and stable (it shows in printed jaxprs): the name, plus the
@@ -294,6 +301,99 @@ class Int8Split(Scheme):
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
+class Ozaki2(Scheme):
+    """Ozaki scheme II (GEMMul8): exact integer products modulo small moduli.
+
+    Each row of A and column of B is scaled by a power of two and rounded to
+    an integer of ``bits`` bits (relative to its largest entry); the integer
+    product A'B' is computed exactly from its residues modulo pairwise
+    coprime moduli m_l <= 256 (one int8 x int8 -> int32 product per modulus)
+    and the Chinese remainder theorem, then scaled back. Accuracy is set by
+    the number of moduli: their product M must exceed 4 K 2^(pa + pb), so
+    more moduli leave more bits per operand entry (jaxemu/_ozaki2.py).
+
+    Attributes:
+      name: catalogue name.
+      dtype: "float32" (FP32 in and out) or "float64" (needs jax_enable_x64).
+      moduli: number of moduli (int8 products), or None: the fewest that give
+        every operand entry ``target_bits`` bits at the product's K
+        (``moduli_for(k)``). Fewer moduli: faster and less accurate (GEMMul8's knob).
+      target_bits: bits per scaled operand entry that the default moduli count
+        provides. 26 for float32 (2 beyond the 24-bit significand of the row's
+        largest entry; measured on CPU: error 0.06-0.25x FP32's on the four
+        input laws, docs/accuracy.md), 55 for float64.
+    """
+
+    name: str
+    dtype: str = "float32"
+    moduli: Optional[int] = None
+    target_bits: int = 26
+    source: str = "Ozaki scheme II (Ozaki, Uchino, Imamura); GEMMul8"
+    family: ClassVar[str] = "ozaki2"
+
+    # Limits of the implementation: scaled entries are int32 (float32) or
+    # int64 (float64); the catalogue of pairwise coprime moduli <= 256 has 40.
+    MAX_BITS: ClassVar[dict] = {"float32": 30, "float64": 62}
+    MAX_MODULI: ClassVar[int] = 40
+    # K at which the catalogue's metadata (num_products, unit_roundoff) is stated.
+    NOMINAL_K: ClassVar[int] = 4096
+
+    def __post_init__(self):
+        if self.dtype not in self.MAX_BITS:
+            raise ValueError(f"scheme {self.name!r}: dtype must be 'float32' or 'float64', got {self.dtype!r}")
+        if self.moduli is not None and (not isinstance(self.moduli, int) or isinstance(self.moduli, bool)
+                                        or not 2 <= self.moduli <= self.MAX_MODULI):
+            raise ValueError(f"scheme {self.name!r}: moduli must be None or an int in 2..{self.MAX_MODULI}, "
+                             f"got {self.moduli!r}")
+        if (not isinstance(self.target_bits, int) or isinstance(self.target_bits, bool)
+                or not 8 <= self.target_bits <= self.MAX_BITS[self.dtype]):
+            raise ValueError(f"scheme {self.name!r}: target_bits must be an int in "
+                             f"8..{self.MAX_BITS[self.dtype]}, got {self.target_bits!r}")
+
+    @property
+    def operand_dtype(self) -> str:  # type: ignore[override]
+        return self.dtype
+
+    def moduli_for(self, k: int) -> int:
+        """The number of moduli (int8 products) used for contraction length k."""
+        if self.moduli is not None:
+            return self.moduli
+        from math import ceil, floor, log2
+        from ._ozaki2 import MODULI
+        need = 2 * self.target_bits + 2 + max(0, ceil(log2(max(k, 1))))
+        total = 0.0
+        for n, m in enumerate(MODULI, 1):
+            total += log2(m)
+            if n >= 2 and floor(total) >= need:
+                return n
+        return len(MODULI)
+
+    def bits_for(self, k: int) -> Tuple[int, int]:
+        """Bits (pa, pb) kept per scaled entry of A and of B at contraction length k."""
+        from ._ozaki2 import operand_bits
+        return operand_bits(self.moduli_for(k), k, self.MAX_BITS[self.dtype])
+
+    @property
+    def num_products(self) -> int:
+        # int8 products at the nominal K (4096); moduli_for(k) for others.
+        return self.moduli_for(self.NOMINAL_K)
+
+    @property
+    def unit_roundoff(self) -> float:
+        # Entries are rounded to integers of pa (pb) bits relative to their
+        # row's maximum: relative error 2^-pa for the largest, more for small
+        # entries; the result is rounded once more (within an ulp).
+        pa, pb = self.bits_for(self.NOMINAL_K)
+        fmt = 2.0 ** (-24 if self.dtype == "float32" else -53)
+        return max(fmt, 2.0 ** -pa + 2.0 ** -pb)
+
+    def describe(self) -> str:
+        n = "from K" if self.moduli is None else str(self.moduli)
+        return (f"Ozaki II ({self.dtype}): int8 residues modulo pairwise coprime moduli <= 256, "
+                f"moduli: {n} ({self.num_products} at K={self.NOMINAL_K}), exact int32 products, CRT")
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
 class Auto(Scheme):
     """APE's adapter: per output block, the fastest scheme its input blocks allow
     (fp16x3 where its error stays within FP32's, else bf16x6, else FP32),
@@ -397,6 +497,8 @@ _add(FloatSplit("fp16x3_bitcut", "fp16", 2, _X3, split="bitcut", lo_scale_bits=1
                 scaling="row", kc=_KC, source="LE-GEMM"))
 for _lvl, _name in (((1, 1), "int8_l1"), ((1, 2), "int8_l2"), ((2, 1), "int8_l3"), ((2, 2), "int8_l4")):
     _add(Int8Split(_name, _lvl))
+_add(Ozaki2("ozaki2_f32", "float32"))
+_add(Ozaki2("ozaki2_f64", "float64", target_bits=55))
 _add(Auto())
 
 SchemeLike = Union[str, Scheme]

@@ -7,7 +7,7 @@ import jaxemu
 from jaxemu.schemes import FloatSplit, Int8Split
 
 EXPECTED = {"fp32", "tf32", "bf16", "fp16", "bf16x3", "bf16x6", "bf16x9", "tf32x3", "fp16x3",
-            "fp16x3_bitcut", "int8_l1", "int8_l2", "int8_l3", "int8_l4", "auto"}
+            "fp16x3_bitcut", "int8_l1", "int8_l2", "int8_l3", "int8_l4", "ozaki2_f32", "ozaki2_f64", "auto"}
 
 
 def test_catalogue_lists_every_scheme():
@@ -86,7 +86,7 @@ def test_unknown_scheme_names_are_listed_in_the_error():
 
 def test_fp32_class_flags():
     fp32_class = {n for n in jaxemu.schemes() if jaxemu.get_scheme(n).fp32_class}
-    assert {"fp32", "bf16x6", "bf16x9", "tf32x3", "fp16x3"} <= fp32_class
+    assert {"fp32", "bf16x6", "bf16x9", "tf32x3", "fp16x3", "ozaki2_f32"} <= fp32_class
     for reduced in ("bf16", "tf32", "fp16", "bf16x3", "int8_l1", "int8_l2", "int8_l3"):
         s = jaxemu.get_scheme(reduced)
         assert not s.fp32_class and 0 < s.error_bound() < 0.1

@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..schemes import FloatSplit, Int8Split, NativeFP32, Scheme, get_scheme
+from .. import _ozaki2
+from ..schemes import FloatSplit, Int8Split, NativeFP32, Ozaki2, Scheme, get_scheme
 
 f32 = jnp.float32
 
@@ -404,9 +405,17 @@ def int8_fallback_counts(a, b, s: Int8Split):
                 fallback_fraction=float(1.0 - good / total) if total else 0.0)
 
 
+def ozaki2_dot(a, b, s: Ozaki2):
+    """Ozaki scheme II on finite canonical operands (jaxemu/_ozaki2.py): the
+    number of moduli is fixed by K at trace time, the scaling by the data."""
+    if np.dtype(a.dtype) != np.dtype(s.dtype):
+        raise TypeError(f"scheme {s.name!r} takes {s.dtype} operands, got {a.dtype}")
+    return _ozaki2.ozaki2_dot(a, b, s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype])
+
+
 def native_dot(a, b, s, platform: str):
     if isinstance(s, NativeFP32):
-        return _dot(a, b, lax.Precision.HIGHEST)
+        return _dot(a, b, lax.Precision.HIGHEST, a.dtype)  # a.dtype: float64 for ozaki2_f64's overflow path
     raise TypeError(f"not a native scheme: {s!r}")
 
 
@@ -418,6 +427,8 @@ def finite_dot(a, b, s: Scheme, platform: str, level_sum=xla_level_sum):
         return float_split_dot(a, b, s, platform, level_sum)
     if isinstance(s, Int8Split):
         return int8_split_dot(a, b, s, platform)
+    if isinstance(s, Ozaki2):
+        return ozaki2_dot(a, b, s)
     raise NotImplementedError(f"the xla backend has no implementation of scheme {s.name!r}")
 
 
@@ -425,7 +436,14 @@ def special_pattern(x):
     """x where x is NaN/Inf, else sign(x) (0 for zeros): the pattern product of
     these has NaN/Inf exactly where the FP32 product of the operands does
     (up to overflow of finite values, which canonical_dot takes from FP32)."""
-    return jnp.where(jnp.isfinite(x), jnp.sign(x), x).astype(jnp.bfloat16)
+    # The sign from the bits in integer arithmetic, not jnp.sign or a float
+    # compare: XLA's CPU flushes subnormals to zero in float arithmetic (and
+    # rewrites a bit test into x != 0), which made Inf * 1e-40 NaN instead of
+    # FP32's Inf.
+    u = lax.bitcast_convert_type(x, jnp.int32)
+    nonzero = jnp.minimum(u & 0x7FFFFFFF, 1)
+    sign = 1 - 2 * ((u >> 31) & 1)
+    return jnp.where(jnp.isfinite(x), (sign * nonzero).astype(jnp.bfloat16), x.astype(jnp.bfloat16))
 
 
 def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_level_sum):
@@ -443,7 +461,7 @@ def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_lev
     if isinstance(s, NativeFP32):
         return native_dot(a, b, s, platform)  # the FP32 product has FP32 semantics
     if a.size == 0 or b.size == 0:
-        return jnp.zeros((a.shape[0], a.shape[1], b.shape[2]), f32)
+        return jnp.zeros((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
     fin_a, fin_b = jnp.isfinite(a), jnp.isfinite(b)
     a0, b0 = jnp.where(fin_a, a, 0.0), jnp.where(fin_b, b, 0.0)
     c = finite_dot(a0, b0, s, platform, level_sum)

@@ -1,0 +1,248 @@
+"""Ozaki scheme II in plain JAX: the xla backend's implementation of the
+``ozaki2_f32`` / ``ozaki2_f64`` schemes (jaxemu.schemes.Ozaki2).
+
+Method (Ozaki, Uchino & Imamura, "Ozaki Scheme II: A GEMM-oriented emulation
+of floating-point matrix multiplication using an integer modular technique";
+GEMMul8 by Uchino), on finite canonical operands a: (B, M, K), b: (B, K, N):
+
+1. Scale each row of A by 2^ea_i and each column of B by 2^eb_j so that its
+   largest |value| lies in [2^(p-1), 2^p), and round to integers A', B'
+   (exact power-of-two scaling; the rounding keeps p bits relative to the
+   row's maximum). |A'_ik| <= 2^pa, |B'_kj| <= 2^pb, hence
+   |(A' B')_ij| <= K 2^(pa + pb) < M / 4, M the product of the moduli.
+2. For each modulus m_l (pairwise coprime, <= 256) take the symmetric
+   residues of A' and B' (int8, in [-128, 127]) and their product in int32
+   (``lax.dot_general(..., preferred_element_type=int32)``: exact while
+   K * 128^2 < 2^31; K is cut into chunks of 2^16 otherwise, each chunk's
+   product reduced mod m_l before the chunks are added).
+3. Reconstruct the integer C' = A' B' from its residues: Garner's algorithm
+   gives its mixed-radix digits (C' = v_1 + v_2 m_1 + v_3 m_1 m_2 + ...),
+   each a small integer computed in int32 arithmetic; Horner's rule turns
+   the digits into base-2^16 limbs, exactly, in int32. Then C' is converted
+   to floating point (one rounding per limb, magnitudes added smallest first:
+   within an ulp of C') and multiplied by 2^-(ea_i + eb_j).
+
+Why no int64 / float64 CRT sums (the paper accumulates sum_l P_l q_l in
+float64 pairs): jax's int64 and float64 exist only with jax_enable_x64,
+which FP32 users rarely enable; the limb reconstruction needs only int32
+and is exact, so ozaki2_f32 runs the same with x64 on or off. ozaki2_f64
+(x64 on by necessity) uses int64 only to hold the scaled operands A', B'
+(up to 62 bits).
+
+This module sits outside jaxemu.backends so that backends.xla can import it
+without an import cycle (importing a sibling inside jaxemu.backends runs the
+package's __init__, which imports backends.xla).
+"""
+from __future__ import annotations
+
+import math
+from typing import Tuple
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+# int8 x int8 products are at most 128^2 = 2^14 in magnitude; an int32
+# accumulator is exact for 2^16 of them (2^30 < 2^31). Longer K is cut into
+# chunks of this length.
+K_CHUNK = 1 << 16
+# int32 limbs of the reconstruction: base 2^16, so that limb * 256 + carry
+# stays far below 2^31.
+LIMB_BITS = 16
+
+
+def _pairwise_coprime_moduli(count: int) -> Tuple[int, ...]:
+    """Greedy, largest first: 256, 255, 253, 251, 247, 241, 239, 233, ..."""
+    out = []
+    m = 256
+    while len(out) < count and m > 1:
+        if all(math.gcd(m, x) == 1 for x in out):
+            out.append(m)
+        m -= 1
+    return tuple(out)
+
+
+# Enough for FP64 (about 20 moduli) with room: 40 moduli, ~300 bits.
+MODULI = _pairwise_coprime_moduli(40)
+
+
+def moduli_bits(n: int) -> float:
+    """log2 of the product of the first n moduli."""
+    return float(sum(math.log2(m) for m in MODULI[:n]))
+
+
+def operand_bits(n: int, k: int, max_bits: int) -> Tuple[int, int]:
+    """(pa, pb): bits of the scaled integer operands such that
+    K 2^(pa + pb) <= M / 4 (so |C'| fits the symmetric residue range with
+    margin), each capped at ``max_bits``."""
+    total = math.floor(moduli_bits(n)) - 2 - max(0, math.ceil(math.log2(max(k, 1))))
+    pa = min(max_bits, total // 2)
+    pb = min(max_bits, total - pa)
+    return pa, pb
+
+
+# ----------------------------------------------------------------------------
+# Exact bit-level helpers for float32 and float64.
+
+def _layout(dtype):
+    if np.dtype(dtype) == np.float64:
+        return jnp.uint64, 52, 1023, 1074
+    return jnp.uint32, 23, 127, 149
+
+
+def exponent(x):
+    """floor(log2 |x|) (int32) for finite nonzero x, subnormals included (read
+    from the bits: XLA's CPU flushes subnormal arithmetic to zero); a value
+    below every subnormal's for zero."""
+    ut, mbits, bias, sub = _layout(x.dtype)
+    u = lax.bitcast_convert_type(jnp.abs(x), ut)
+    e = (u >> mbits).astype(jnp.int32)
+    m = u & ut((1 << mbits) - 1)
+    width = 64 if ut == jnp.uint64 else 32
+    mlog = (width - 1 - lax.clz(m)).astype(jnp.int32)  # -1 for m == 0
+    low = jnp.where(m > 0, -sub + mlog, -sub - 2)
+    return jnp.where(e > 0, e - bias, low)
+
+
+def _pow2(e, dtype):
+    ut, mbits, bias, _ = _layout(dtype)
+    return lax.bitcast_convert_type((e + bias).astype(ut) << mbits, dtype)
+
+
+def ldexp(x, e):
+    """x * 2^e in three exact power-of-two steps of the same sign (no
+    intermediate over- or underflow unless the result does)."""
+    e = jnp.asarray(e, jnp.int32)
+    e1 = e // 3
+    e2 = (e - e1) // 2
+    e3 = e - e1 - e2
+    return x * _pow2(e1, x.dtype) * _pow2(e2, x.dtype) * _pow2(e3, x.dtype)
+
+
+# ----------------------------------------------------------------------------
+# The method.
+
+def scale_to_integers(x, axis: int, bits: int):
+    """Per-row (along ``axis``) exponents e and integers X' = round(x 2^e) with
+    max |x 2^e| in [2^(bits-1), 2^bits) (rows of zeros: e = 0, X' = 0).
+    X' is int32 for float32 x (bits <= 30), int64 for float64 x."""
+    amax = jnp.max(jnp.abs(x), axis=axis, keepdims=True)
+    e = jnp.where(amax > 0, bits - 1 - exponent(amax), 0)
+    it = jnp.int64 if x.dtype == jnp.float64 else jnp.int32
+    return e, jnp.round(ldexp(x, e)).astype(it)
+
+
+def symmetric_residues(xi, moduli):
+    """int8 residues of the integer array xi modulo each m, stacked on a new
+    axis 0: r = xi mod m, minus m where r >= ceil(m / 2), so r lies in
+    [-128, 127] for m = 256 and in [-(m-1)/2, (m-1)/2] for odd m."""
+    out = []
+    for m in moduli:
+        r = jnp.remainder(xi, xi.dtype.type(m))
+        r = jnp.where(r >= (m + 1) // 2, r - m, r)
+        out.append(r.astype(jnp.int8))
+    return jnp.stack(out)
+
+
+def modular_products(ar, br, moduli):
+    """(A' B') mod m_l in [0, m_l), int32 (n, B, M, N), from int8 residues
+    ar: (n, B, M, K), br: (n, B, K, N). Exact: K is cut into chunks of
+    K_CHUNK, each chunk's int32 product reduced mod m before adding."""
+    n, bsz, m, k = ar.shape
+    nn = br.shape[3]
+    mods = jnp.asarray(moduli, jnp.int32).reshape(n, 1, 1, 1)
+    if k <= K_CHUNK:
+        p = lax.dot_general(ar, br, (((3,), (2,)), ((0, 1), (0, 1))), preferred_element_type=jnp.int32)
+        return jnp.remainder(p, mods)
+    pad = (-k) % K_CHUNK
+    if pad:  # zeros add nothing to the product
+        ar = jnp.pad(ar, ((0, 0), (0, 0), (0, 0), (0, pad)))
+        br = jnp.pad(br, ((0, 0), (0, 0), (0, pad), (0, 0)))
+    nc = (k + pad) // K_CHUNK
+    a5 = ar.reshape(n, bsz, m, nc, K_CHUNK)
+    b5 = br.reshape(n, bsz, nc, K_CHUNK, nn)
+    p = lax.dot_general(a5, b5, (((4,), (3,)), ((0, 1, 3), (0, 1, 2))),
+                        preferred_element_type=jnp.int32)  # (n, B, nc, M, N)
+    p = jnp.remainder(p, mods[..., None])
+    # nc residues < 256 each: the sum stays far below 2^31 (nc < 2^23).
+    return jnp.remainder(p.sum(axis=2), mods)
+
+
+def garner_digits(res, moduli):
+    """Mixed-radix digits v_l of the integer C' with residues res[l] (int32,
+    in [0, m_l)), balanced: v_1 in [-128, 127] for m_1 = 256, v_l in
+    [-(m_l-1)/2, (m_l-1)/2] for the odd moduli. Then C' = sum_l v_l W_l
+    (W_l = m_1 ... m_{l-1}) covers every integer of |C'| < M / 4, and the sign
+    of C' is the sign of its highest nonzero digit (|sum_{j<l} v_j W_j| <= W_l / 2).
+    All arithmetic in int32 on values below 2^17."""
+    def smod(x, m):
+        r = jnp.remainder(x, m)
+        return jnp.where(r >= (m + 1) // 2, r - m, r)
+
+    digits = []
+    for l, ml in enumerate(moduli):
+        if l == 0:
+            digits.append(smod(res[0], ml))
+            continue
+        # s = (v_1 + v_2 m_1 + ... + v_l-1 W_l-1) mod m_l, by Horner mod m_l.
+        s = jnp.remainder(digits[l - 1], ml)
+        for j in range(l - 2, -1, -1):
+            s = jnp.remainder(s * (moduli[j] % ml) + digits[j], ml)
+        w = 1
+        for j in range(l):
+            w = (w * moduli[j]) % ml
+        inv = pow(w, -1, ml)
+        digits.append(smod((res[l] - s) * inv, ml))
+    return digits
+
+
+def digits_to_limbs(digits, moduli, value_bits: int):
+    """(sign, limbs) with sum_l v_l W_l = sign * sum_i limbs[i] 2^(16 i), exactly:
+    Horner's rule X <- X m_l + u_l on base-2^16 int32 limbs with floor carries
+    (limbs[:-1] in [0, 2^16)). ``value_bits`` bounds log2 |C'|; Horner's
+    partial values X_l = (|C'| - sum_{j<l} u_j W_j) / W_l are no larger in
+    magnitude, so that many bits (plus a sign limb) hold every step."""
+    sign = jnp.zeros_like(digits[0])
+    for v in digits:  # the highest nonzero digit decides
+        sign = jnp.where(v != 0, jnp.sign(v), sign)
+    u = [v * sign for v in digits]  # |C'| = sum u_l W_l
+    nl = -(-(value_bits + 1) // LIMB_BITS) + 1
+    mask = (1 << LIMB_BITS) - 1
+    limbs = [jnp.zeros_like(u[0]) for _ in range(nl)]
+    n = len(moduli)
+    for l in range(n - 1, -1, -1):
+        if l < n - 1:  # X <- X m_l + u_l (the top digit starts X)
+            limbs = [x * moduli[l] for x in limbs]
+        limbs[0] = limbs[0] + u[l]
+        for i in range(nl - 1):  # floor carries: lower limbs in [0, 2^16)
+            c = limbs[i] >> LIMB_BITS
+            limbs[i] = limbs[i] & mask
+            limbs[i + 1] = limbs[i + 1] + c
+    return sign, limbs
+
+
+def limbs_to_float(sign, limbs, dtype):
+    """sign * sum_i limbs[i] 2^(16 i) in ``dtype``: each limb term is exact;
+    added smallest first, the partial sums are nonnegative and grow, so the
+    result is within about an ulp of the integer (one rounding per addition,
+    the earlier ones at most 2^-16 of the later ones unless limbs are small)."""
+    out = jnp.zeros(limbs[0].shape, dtype)
+    for i, x in enumerate(limbs):
+        out = out + x.astype(dtype) * dtype(2.0 ** (LIMB_BITS * i))
+    return out * sign.astype(dtype)
+
+
+def ozaki2_dot(a, b, n_moduli: int, max_bits: int):
+    """Ozaki II product of finite canonical a: (B, M, K), b: (B, K, N), both
+    float32 or both float64, with the first ``n_moduli`` moduli."""
+    dt = a.dtype
+    k = a.shape[2]
+    moduli = MODULI[:n_moduli]
+    pa, pb = operand_bits(n_moduli, k, max_bits)
+    ea, ai = scale_to_integers(a, 2, pa)  # ea: (B, M, 1)
+    eb, bi = scale_to_integers(b, 1, pb)  # eb: (B, 1, N)
+    pr = modular_products(symmetric_residues(ai, moduli), symmetric_residues(bi, moduli), moduli)
+    value_bits = pa + pb + max(0, math.ceil(math.log2(max(k, 1)))) + 1
+    sign, limbs = digits_to_limbs(garner_digits(pr, moduli), moduli, value_bits)
+    c = limbs_to_float(sign, limbs, dt.type)
+    return ldexp(c, -(ea + eb))
