@@ -179,8 +179,9 @@ def dot(a, b, scheme: Optional[SchemeLike] = None, *, preferred_element_type=Non
     """
     # Checked here, under dot's own argument names (a, b), before np.ndim
     # (which calls None, strings and dicts rank 0).
-    a = _operand(a, "a")
-    b = _operand(b, "b")
+    s = resolve_scheme(scheme)  # the scheme decides float32 or float64 operands
+    a = _operand(a, "a", s)
+    b = _operand(b, "b", s)
     a_nd, b_nd = a.ndim, b.ndim
     if a_nd == 0 or b_nd == 0:
         raise ValueError(f"jaxemu.dot needs operands of rank >= 1, but {'a' if a_nd == 0 else 'b'} is a scalar; "

@@ -108,3 +108,11 @@ def test_non_arrays_are_named_by_each_entry_point():
 def test_matmul_batch_dims_that_do_not_broadcast():
     with pytest.raises(ValueError, match=r"matmul: batch dimensions of a \(shape \(2, 3, 4\)\) and b"):
         jaxemu.matmul(np.ones((2, 3, 4), np.float32), np.ones((3, 4, 2), np.float32))
+
+
+def test_dot_checks_operands_against_the_scheme():
+    # dot's own operand check once ignored the scheme: float64 arrays for the
+    # FP64 scheme were refused (full-suite failure in test_ozaki.py).
+    with pytest.raises(TypeError, match="a has dtype float32, but scheme 'ozaki2_f64' emulates float64|"
+                                        "ozaki2_f64' emulates float64 products and needs float64 arrays"):
+        jaxemu.dot(A, B, scheme="ozaki2_f64")
