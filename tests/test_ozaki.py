@@ -196,7 +196,8 @@ def test_overflow_and_huge_and_tiny_rows():
     assert abs(c[1, 0] - ref[1, 0]) <= 2.0 ** -23 * abs(ref[1, 0]) and ref[1, 0] > 2.0 ** -126
 
 
-@pytest.mark.parametrize("m,k,n", [(0, 5, 3), (3, 0, 4), (1, 1, 1), (7, 17, 1), (17, 7, 13), (5, 131, 11)])
+# (test_shapes.py runs ozaki2_f32 on more odd shapes and dimension numbers.)
+@pytest.mark.parametrize("m,k,n", [(0, 5, 3), (3, 0, 4), (1, 1, 1), (17, 7, 13)])
 def test_odd_and_empty_shapes(m, k, n, rng):
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
