@@ -88,7 +88,7 @@ def _operand(x, name: str, s: Optional[Scheme] = None):
     if not hasattr(x, "dtype") or not hasattr(x, "shape"):
         try:
             x = jnp.asarray(x)
-        except TypeError:
+        except (TypeError, ValueError):  # jnp.asarray(None) raises ValueError
             raise TypeError(f"{name} must be an array, got {type(x).__name__}") from None
     dt = np.dtype(x.dtype)
     if want64:
@@ -177,9 +177,14 @@ def dot(a, b, scheme: Optional[SchemeLike] = None, *, preferred_element_type=Non
     Example:
       >>> c = jaxemu.dot(a, b, scheme="bf16x6")   # FP32 accuracy on BF16 tensor cores
     """
-    a_nd, b_nd = np.ndim(a), np.ndim(b)
+    # Checked here, under dot's own argument names (a, b), before np.ndim
+    # (which calls None, strings and dicts rank 0).
+    a = _operand(a, "a")
+    b = _operand(b, "b")
+    a_nd, b_nd = a.ndim, b.ndim
     if a_nd == 0 or b_nd == 0:
-        raise ValueError("jaxemu.dot needs operands of rank >= 1; use multiplication for scalars")
+        raise ValueError(f"jaxemu.dot needs operands of rank >= 1, but {'a' if a_nd == 0 else 'b'} is a scalar; "
+                         "use multiplication for scalars")
     dn = (((a_nd - 1,), (max(b_nd - 2, 0),)), ((), ()))
     return dot_general(a, b, dn, scheme, preferred_element_type=preferred_element_type, backend=backend,
                        out_sharding=out_sharding)
@@ -196,7 +201,8 @@ def matmul(a, b, scheme: Optional[SchemeLike] = None, *, preferred_element_type=
     a = _operand(a, "a", s)
     b = _operand(b, "b", s)
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("jaxemu.matmul needs operands of rank >= 1")
+        raise ValueError(f"jaxemu.matmul needs operands of rank >= 1, but {'a' if a.ndim == 0 else 'b'} "
+                         "is a scalar")
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
     if a_vec:
         a = a[None, :]
@@ -211,7 +217,11 @@ def matmul(a, b, scheme: Optional[SchemeLike] = None, *, preferred_element_type=
     elif a.ndim == 2:  # (m, k) @ (..., k, n): result (m, ..., n), then move m
         out = jnp.moveaxis(dot_general(a, b, (((1,), (b.ndim - 2,)), ((), ())), scheme, **kw), 0, -2)
     else:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        try:
+            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            raise ValueError(f"matmul: batch dimensions of a (shape {a.shape}) and b (shape {b.shape}) "
+                             "do not broadcast") from None
         a = jnp.broadcast_to(a, batch + a.shape[-2:])
         b = jnp.broadcast_to(b, batch + b.shape[-2:])
         out = dot_general(a, b, matmul_dimension_numbers(a.ndim, b.ndim), scheme, **kw)

@@ -19,9 +19,10 @@ float64 run of the same computation (jax.enable_x64 only around it):
   knn      recall@10 against the float64 exact neighbours
   mlp      final training loss (optax adam, same batches) relative to float64's
   cholesky backward error ||A - L L^T||_F / ||A||_F, in float64
-  hpl_ai   HPL scaled residual after LU in the configuration and classical
-           iterative refinement in float64 on the device; accepted below 16;
-           the time is the time to solution (factorization + refinement)
+  hpl_ai   HPL scaled residual after LU in the configuration and float64
+           refinement on the device (classical IR and GMRES-IR); accepted below
+           16; the time is the time to solution (factorization + the faster
+           accepted refinement)
 
     python -m jaxemu.apps                       # GPU sizes on a GPU, --small otherwise
     python -m jaxemu.apps --small --apps kmeans,knn --configs fp32,bf16x6
@@ -248,24 +249,28 @@ def app_hpl_ai(ex, p):
     b = jax.random.uniform(kb, (n,), jnp.float32, -0.5, 0.5)
     with jax.enable_x64(True):  # A and b in float64 on the device, once, outside the timed solves
         a64, b64 = jax.block_until_ready((a.astype(jnp.float64), b.astype(jnp.float64)))
-        refine = jax.jit(hp.refine)
+        methods = dict(ir=jax.jit(hp.refine), gmres_ir=jax.jit(hp.gmres_refine))
 
-    def solve(lu, perm):
+    def solve(method, lu, perm):
         """Float64 refinement on the device from the configuration's factors."""
         with jax.enable_x64(True):
-            x, it, res = refine(a64, b64, lu, perm)
+            x, it, res = methods[method](a64, b64, lu, perm)
             return jax.block_until_ready(x), int(it), float(res)
 
     def run(config):
         f = build(hp.lu_factor, config, static_argnums=1)
         lu, perm = f(a, block)
-        x, it, res = solve(lu, perm)
-        factor_s = median_time(lambda: f(a, block), REPEATS)
-        refine_s = median_time(lambda: solve(lu, perm)[0], REPEATS)
-        return dict(time_s=factor_s + refine_s, metric="scaled_residual",
-                    quality=dict(scaled_residual=res, accepted=bool(res < 16), ir_iters=it,
-                                 factor_s=factor_s, refine_s=refine_s))
-    return run, f"hpl_ai n={n} block {block}, uniform(-0.5, 0.5); LU + float64 IR"
+        q = dict(factor_s=median_time(lambda: f(a, block), REPEATS))
+        for m in methods:
+            _, it, res = solve(m, lu, perm)
+            q.update({f"{m}_iters": it, f"{m}_residual": res,
+                      f"{m}_s": median_time(lambda: solve(m, lu, perm)[0], REPEATS)})
+        # Time to solution: the factorization and the faster refinement that is accepted.
+        done = [m for m in methods if q[f"{m}_residual"] < 16]
+        best = min(done, key=lambda m: q[f"{m}_s"]) if done else "ir"
+        q.update(scaled_residual=q[f"{best}_residual"], accepted=bool(done), method=best)
+        return dict(time_s=q["factor_s"] + q[f"{best}_s"], metric="scaled_residual", quality=q)
+    return run, f"hpl_ai n={n} block {block}, uniform(-0.5, 0.5); LU + float64 IR / GMRES-IR"
 
 
 APP_FUNCS = dict(kmeans=app_kmeans, knn=app_knn, mlp=app_mlp, cholesky=app_cholesky, hpl_ai=app_hpl_ai)
@@ -293,7 +298,9 @@ def _fmt_metric(row) -> str:
     v = row["quality"][row["metric"]]
     extra = ""
     if row["app"] == "hpl_ai":
-        extra = f" ({row['quality']['ir_iters']} IR steps{'' if row['quality']['accepted'] else ', NOT accepted'})"
+        q = row["quality"]
+        extra = (f" (IR {q['ir_iters']}, GMRES-IR {q['gmres_ir_iters']} steps"
+                 f"{'' if q['accepted'] else ', NOT accepted'})")
     return f"{row['metric']}={v:.3g}{extra}"
 
 
@@ -445,6 +452,7 @@ def main(argv=None) -> dict:
             print(f"  {config:<8} {table([row]).splitlines()[1][19:]}", flush=True)
             # Written after every row: a run killed by an outer time limit keeps what it measured.
             result = save(args, facts, small, descs, configs, rows, t_start)
+        run = None  # drop this application's device arrays before the next one's setup
     result = save(args, facts, small, descs, configs, rows, t_start)
     if args.plot:
         plot(result, args.plot)

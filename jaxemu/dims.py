@@ -9,7 +9,10 @@ dims) with no transpose.
 from __future__ import annotations
 
 import math
+import operator
 from typing import NamedTuple, Sequence, Tuple
+
+import numpy as np
 
 
 DimensionNumbers = Tuple[Tuple[Tuple[int, ...], Tuple[int, ...]], Tuple[Tuple[int, ...], Tuple[int, ...]]]
@@ -32,13 +35,20 @@ def normalize_dimension_numbers(dimension_numbers, lhs_ndim: int, rhs_ndim: int)
     Raises ValueError naming the problem (repeated axes, axes out of range,
     mismatched lengths).
     """
+    def axis(d):
+        # Integers only, as lax.dot_general: int() would turn 1.5, True or "1"
+        # into an axis and silently compute some other product.
+        if isinstance(d, (bool, np.bool_)):
+            raise TypeError(d)
+        return operator.index(d)
+
     try:
         (lc, rc), (lb, rb) = dimension_numbers
-        lc, rc, lb, rb = (tuple(int(d) for d in x) for x in (lc, rc, lb, rb))
+        lc, rc, lb, rb = (tuple(axis(d) for d in x) for x in (lc, rc, lb, rb))
     except (TypeError, ValueError):
         raise ValueError(
-            "dimension_numbers must be ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)), "
-            f"got {dimension_numbers!r}") from None
+            "dimension_numbers must be ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)) "
+            f"of integer axes, got {dimension_numbers!r}") from None
 
     def norm(axes, ndim, what):
         out = []

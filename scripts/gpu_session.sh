@@ -30,6 +30,6 @@ if [[ " $STEPS " == *" bench "* ]]; then
     --plot "$OUT/pareto.png" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -60
 fi
 if [[ " $STEPS " == *" apps "* ]]; then
-  JAX_PLATFORMS=cuda,cpu timeout "${APPS_TIMEOUT:-470}" python3 -m jaxemu.apps --json "$OUT/apps.json" \
+  JAX_PLATFORMS=cuda,cpu timeout "${APPS_TIMEOUT:-450}" python3 -m jaxemu.apps --json "$OUT/apps.json" \
     --md "$OUT/apps.md" --plot "$OUT/apps.png" ${APPS_ARGS:-} 2>&1 | tee "$OUT/apps.log" | tail -40
 fi

@@ -110,3 +110,16 @@ def test_tiny_and_huge_rows_keep_relative_accuracy(name, rng):
     c = np.asarray(jaxemu.dot(a, b, scheme=name), np.float64)
     s = jaxemu.get_scheme(name)
     assert T.componentwise_err(c, a, b, ref) <= 66 * max(s.unit_roundoff, 2.0**-24)
+
+
+@pytest.mark.parametrize("name", [n for n in SCHEMES if n != "fp32"])
+def test_inf_times_subnormal_is_inf_under_jit(name):
+    """Inf * 1e-40 is Inf in FP32. XLA's CPU flushes subnormals in float
+    arithmetic (and rewrote a bit test into x != 0), so the NaN/Inf pattern
+    once gave NaN here under jit (found by tests/test_random.py)."""
+    a = np.array([[INF, 1.0], [-INF, 0.0], [1e-40, 2.0]], np.float32)
+    b = np.array([[1e-40, -3e-39], [2.0, 1.0]], np.float32)
+    c = np.asarray(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=name))(a, b))
+    assert np.isposinf(c[0, 0]) and np.isneginf(c[0, 1]), c
+    assert np.isneginf(c[1, 0]) and np.isposinf(c[1, 1]), c
+    np.testing.assert_allclose(c[2], [4.0, 2.0], rtol=1e-6)

@@ -436,7 +436,14 @@ def special_pattern(x):
     """x where x is NaN/Inf, else sign(x) (0 for zeros): the pattern product of
     these has NaN/Inf exactly where the FP32 product of the operands does
     (up to overflow of finite values, which canonical_dot takes from FP32)."""
-    return jnp.where(jnp.isfinite(x), jnp.sign(x), x).astype(jnp.bfloat16)
+    # The sign from the bits in integer arithmetic, not jnp.sign or a float
+    # compare: XLA's CPU flushes subnormals to zero in float arithmetic (and
+    # rewrites a bit test into x != 0), which made Inf * 1e-40 NaN instead of
+    # FP32's Inf.
+    u = lax.bitcast_convert_type(x, jnp.int32)
+    nonzero = jnp.minimum(u & 0x7FFFFFFF, 1)
+    sign = 1 - 2 * ((u >> 31) & 1)
+    return jnp.where(jnp.isfinite(x), (sign * nonzero).astype(jnp.bfloat16), x.astype(jnp.bfloat16))
 
 
 def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_level_sum):
