@@ -313,6 +313,14 @@ def componentwise_bound(scheme, a, b):
     if s.family == "int8":
         fb = jaxemu.get_scheme(s.fallback)
         bound = bound + 2 * k * (s.unit_roundoff + U32) * rowmax * colmax + (k + 2) * max(fb.unit_roundoff, U32) * absab
+    if s.family == "ozaki2":
+        # Ozaki II rounds each entry to an integer of pa (pb) bits relative to
+        # its row's (column's) maximum: values far below it lose their bits,
+        # all of them 2^pa below (docstring of schemes.Ozaki2), like int8's
+        # fixed point but with no fallback.
+        pa, pb = s.bits_for(max(k, 1))
+        bound = bound + (2.0 ** (1 - pa) * rowmax * sumb + 2.0 ** (1 - pb) * suma * colmax
+                         + 2.0 ** (2 - pa - pb) * k * rowmax * colmax)
     sub_a = (aa < FLT_MIN) & (aa > 0)
     sub_b = (ab < FLT_MIN) & (ab > 0)
     bound = bound + 2.0 ** -120 * (k + suma + sumb) + (aa * sub_a) @ ab + aa @ (ab * sub_b)

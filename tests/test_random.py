@@ -181,8 +181,7 @@ RUNNERS = {"vmap": run_vmap, "jit": run_jit, "jvp": run_jvp, "grad": run_grad,
 
 # Schemes with a known failure of the randomized checks (strict: a fix makes
 # the xfail an error, so the entry must go).
-KNOWN = {"ozaki2_f32": "finite results 0 instead of ~1e38 where rows and columns hold values "
-                       "near FLT_MAX (silent wrong result), and on pow2(+-60) data"}
+KNOWN = {}
 
 
 @pytest.mark.parametrize("scheme", [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN[n], strict=True))
