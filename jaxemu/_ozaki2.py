@@ -165,60 +165,73 @@ def modular_products(ar, br, moduli):
                         preferred_element_type=jnp.int32)  # (n, B, nc, M, N)
     p = jnp.remainder(p, mods[..., None])
     # nc residues < 256 each: the sum stays far below 2^31 (nc < 2^23).
-    return jnp.remainder(p.sum(axis=2), mods)
+    return jnp.remainder(p.sum(axis=2, dtype=jnp.int32), mods)
 
 
 def garner_digits(res, moduli):
-    """Mixed-radix digits v_l of the integer C' with residues res[l] (int32,
-    in [0, m_l)), balanced: v_1 in [-128, 127] for m_1 = 256, v_l in
-    [-(m_l-1)/2, (m_l-1)/2] for the odd moduli. Then C' = sum_l v_l W_l
-    (W_l = m_1 ... m_{l-1}) covers every integer of |C'| < M / 4, and the sign
-    of C' is the sign of its highest nonzero digit (|sum_{j<l} v_j W_j| <= W_l / 2).
-    All arithmetic in int32 on values below 2^17."""
-    def smod(x, m):
-        r = jnp.remainder(x, m)
-        return jnp.where(r >= (m + 1) // 2, r - m, r)
+    """Mixed-radix digits v_l (stacked, int32 (n, ...)) of the integer C' with
+    residues res[l] (int32, in [0, m_l)), balanced: v_1 in [-128, 127] for
+    m_1 = 256, v_l in [-(m_l-1)/2, (m_l-1)/2] for the odd moduli. Then
+    C' = sum_l v_l W_l (W_l = m_1 ... m_{l-1}) covers every integer of
+    |C'| < M / 4, and the sign of C' is the sign of its highest nonzero digit
+    (|sum_{j<l} v_j W_j| <= W_l / 2).
 
-    digits = []
+    v_l = (r_l - sum_{j<l} v_j (W_j mod m_l)) (W_l^-1 mod m_l), reduced mod m_l:
+    int32 arithmetic on values below 2^22. A loop over l (not unrolled), so
+    that the compiled program stays small for the ~16 moduli of float64."""
+    n = len(moduli)
+    wmod = np.zeros((n, n), np.int32)  # W_j mod m_l for j < l, else 0
+    inv = np.ones(n, np.int32)
     for l, ml in enumerate(moduli):
-        if l == 0:
-            digits.append(smod(res[0], ml))
-            continue
-        # s = (v_1 + v_2 m_1 + ... + v_l-1 W_l-1) mod m_l, by Horner mod m_l.
-        s = jnp.remainder(digits[l - 1], ml)
-        for j in range(l - 2, -1, -1):
-            s = jnp.remainder(s * (moduli[j] % ml) + digits[j], ml)
         w = 1
         for j in range(l):
-            w = (w * moduli[j]) % ml
-        inv = pow(w, -1, ml)
-        digits.append(smod((res[l] - s) * inv, ml))
-    return digits
+            wmod[l, j] = w % ml
+            w *= moduli[j]
+        if l:
+            inv[l] = pow(w % ml, -1, ml)
+    mods = jnp.asarray(moduli, jnp.int32)
+    wmod, inv = jnp.asarray(wmod), jnp.asarray(inv)
+    bcast = (slice(None),) + (None,) * (res.ndim - 1)
+
+    def body(l, digits):
+        ml = mods[l]
+        s = jnp.sum(wmod[l][bcast] * digits, axis=0, dtype=jnp.int32)  # |s| < 40 * 128 * 255 < 2^21
+        r = jnp.remainder((res[l] - jnp.remainder(s, ml)) * inv[l], ml)
+        v = jnp.where(r >= (ml + 1) // 2, r - ml, r)
+        return lax.dynamic_update_index_in_dim(digits, v.astype(jnp.int32), l, axis=0)
+
+    return lax.fori_loop(0, n, body, jnp.zeros(res.shape, jnp.int32))
 
 
 def digits_to_limbs(digits, moduli, value_bits: int):
     """(sign, limbs) with sum_l v_l W_l = sign * sum_i limbs[i] 2^(16 i), exactly:
-    Horner's rule X <- X m_l + u_l on base-2^16 int32 limbs with floor carries
-    (limbs[:-1] in [0, 2^16)). ``value_bits`` bounds log2 |C'|; Horner's
-    partial values X_l = (|C'| - sum_{j<l} u_j W_j) / W_l are no larger in
-    magnitude, so that many bits (plus a sign limb) hold every step."""
-    sign = jnp.zeros_like(digits[0])
-    for v in digits:  # the highest nonzero digit decides
-        sign = jnp.where(v != 0, jnp.sign(v), sign)
-    u = [v * sign for v in digits]  # |C'| = sum u_l W_l
+    Horner's rule X <- X m_l + u_l (u = sign * v, so X >= 0 at the end) on
+    base-2^16 int32 limbs with floor carries (limbs[:-1] in [0, 2^16)).
+    ``value_bits`` bounds log2 |C'|; Horner's partial values
+    X_l = (|C'| - sum_{j<l} u_j W_j) / W_l are no larger in magnitude, so that
+    many bits (plus a sign limb) hold every step."""
+    n = len(moduli)
+    sign = jnp.zeros(digits.shape[1:], jnp.int32)
+    for l in range(n):  # the highest nonzero digit decides
+        sign = jnp.where(digits[l] != 0, jnp.sign(digits[l]), sign)
+    u = digits * sign[None]  # |C'| = sum u_l W_l
     nl = -(-(value_bits + 1) // LIMB_BITS) + 1
     mask = (1 << LIMB_BITS) - 1
-    limbs = [jnp.zeros_like(u[0]) for _ in range(nl)]
-    n = len(moduli)
-    for l in range(n - 1, -1, -1):
-        if l < n - 1:  # X <- X m_l + u_l (the top digit starts X)
-            limbs = [x * moduli[l] for x in limbs]
-        limbs[0] = limbs[0] + u[l]
+    mods = jnp.asarray(moduli, jnp.int32)
+
+    def body(t, limbs):
+        l = n - 1 - t  # top digit first; X starts at 0, so X m + u_top = u_top
+        limbs = limbs * mods[l]
+        x = [limbs[i] for i in range(nl)]
+        x[0] = x[0] + u[l]
         for i in range(nl - 1):  # floor carries: lower limbs in [0, 2^16)
-            c = limbs[i] >> LIMB_BITS
-            limbs[i] = limbs[i] & mask
-            limbs[i + 1] = limbs[i + 1] + c
-    return sign, limbs
+            c = x[i] >> LIMB_BITS
+            x[i] = x[i] & mask
+            x[i + 1] = x[i + 1] + c
+        return jnp.stack(x)
+
+    limbs = lax.fori_loop(0, n, body, jnp.zeros((nl,) + digits.shape[1:], jnp.int32))
+    return sign, [limbs[i] for i in range(nl)]
 
 
 def limbs_to_float(sign, limbs, dtype):

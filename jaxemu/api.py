@@ -97,8 +97,8 @@ def _operand(x, name: str, s: Optional[Scheme] = None):
                             f"cast {name} to float64, or use a float32 scheme such as 'ozaki2_f32'")
         return x
     if dt == np.float64:
-        raise TypeError(f"{name} has dtype float64, but scheme "
-                        f"{s.name if s is not None else 'float32'!r} emulates float32 products: cast {name} "
+        raise TypeError(f"{name} has dtype float64, but "
+                        f"{'scheme ' + repr(s.name) if s is not None else 'jaxemu'} emulates float32 products: cast {name} "
                         "to float32, use scheme='ozaki2_f64' (FP64 emulation), or jax.lax.dot_general")
     if dt not in _OK_IN:
         raise TypeError(f"{name} has dtype {dt}; jaxemu needs floating-point operands "
@@ -179,7 +179,7 @@ def dot(a, b, scheme: Optional[SchemeLike] = None, *, preferred_element_type=Non
     """
     # Checked here, under dot's own argument names (a, b), before np.ndim
     # (which calls None, strings and dicts rank 0).
-    s = resolve_scheme(scheme)  # the scheme decides float32 or float64 operands
+    s = resolve_scheme(scheme)  # its operand dtype: float32, or float64 for ozaki2_f64
     a = _operand(a, "a", s)
     b = _operand(b, "b", s)
     a_nd, b_nd = a.ndim, b.ndim

@@ -35,7 +35,7 @@ def test_float_schemes_run_on_the_cuda_backend():
     assert cuda.supports(jaxemu.get_scheme("bf16x6"))
     for n in FLOAT + ["auto"]:
         assert backend_for(n, "cuda") == "cuda"
-    for n in ["bf16", "fp16", "tf32", "int8_l4"]:  # natives: cuBLAS through XLA; int8: no kernel yet
+    for n in ["bf16", "fp16", "tf32", "int8_l4", "ozaki2_f32"]:  # natives: cuBLAS through XLA; int8: no kernel yet
         assert backend_for(n, "cuda") == "xla"
     hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6")).lower(
         jnp.ones((256, 256)), jnp.ones((256, 256))).compile().as_text()

@@ -440,9 +440,12 @@ def special_pattern(x):
     # compare: XLA's CPU flushes subnormals to zero in float arithmetic (and
     # rewrites a bit test into x != 0), which made Inf * 1e-40 NaN instead of
     # FP32's Inf.
-    u = lax.bitcast_convert_type(x, jnp.int32)
-    nonzero = jnp.minimum(u & 0x7FFFFFFF, 1)
-    sign = 1 - 2 * ((u >> 31) & 1)
+    # (float64 operands of ozaki2_f64: the same on their int64 bits.)
+    wide = x.dtype == jnp.float64
+    it, top = (jnp.int64, 63) if wide else (jnp.int32, 31)
+    u = lax.bitcast_convert_type(x, it)
+    nonzero = jnp.minimum(u & it((1 << top) - 1), 1)
+    sign = 1 - 2 * ((u >> top) & 1)
     return jnp.where(jnp.isfinite(x), (sign * nonzero).astype(jnp.bfloat16), x.astype(jnp.bfloat16))
 
 
