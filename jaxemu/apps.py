@@ -279,7 +279,13 @@ APP_FUNCS = dict(kmeans=app_kmeans, knn=app_knn, mlp=app_mlp, cholesky=app_chole
 # -- facts, output ------------------------------------------------------------
 
 def jaxemu_commit() -> str:
-    """git rev-parse HEAD of the checkout, else $JAXEMU_COMMIT, else 'unknown'."""
+    """$JAXEMU_COMMIT when set, else git rev-parse HEAD of the checkout, else 'unknown'.
+
+    The variable comes first: a copied working tree (the GPU machine's) may
+    carry a stale .git whose HEAD is not the code that runs.
+    """
+    if os.environ.get("JAXEMU_COMMIT"):
+        return os.environ["JAXEMU_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=Path(__file__).resolve().parent,
                              capture_output=True, text=True, timeout=10)
@@ -287,7 +293,7 @@ def jaxemu_commit() -> str:
             return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    return os.environ.get("JAXEMU_COMMIT", "unknown")
+    return "unknown"
 
 
 def _fmt_metric(row) -> str:
