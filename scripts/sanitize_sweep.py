@@ -140,9 +140,13 @@ def run_random(seed: int, scale: float) -> int:
             got, ref_x = run("cuda"), run("xla")
             R.check_cases(g, a, b, got, None, None, seed)
             # cuda and xla: the same NaN/Inf pattern (the cuda backend reruns
-            # non-finite results through the xla backend's rules).
-            np.testing.assert_array_equal(np.isnan(got), np.isnan(ref_x))
-            np.testing.assert_array_equal(np.isinf(got) & (got > 0), np.isinf(ref_x) & (ref_x > 0))
+            # non-finite results through the xla backend's rules), except where
+            # FP32's own pattern depends on the summation order (|A||B| near
+            # FLT_MAX): check_cases holds both to the documented rule there.
+            strict = ~R.order_dependent_entries(g, a, b)
+            np.testing.assert_array_equal(np.isnan(got) & strict, np.isnan(ref_x) & strict)
+            np.testing.assert_array_equal(np.isposinf(got) & strict, np.isposinf(ref_x) & strict)
+            np.testing.assert_array_equal(np.isneginf(got) & strict, np.isneginf(ref_x) & strict)
             print(f"ok   {g.describe()}", flush=True)
         except AssertionError as err:
             failures += 1

@@ -18,9 +18,13 @@ SHARDS="${SHARDS:-3}"
 OUT="${OUT:-sanitize-$(date +%Y%m%d-%H%M%S)}"
 SAN="${COMPUTE_SANITIZER:-compute-sanitizer}"
 
-# Every XLA buffer its own allocation, so memcheck sees out-of-bounds accesses
-# (JAX's pooled allocator would hide them inside its arena); no preallocation.
-export XLA_PYTHON_CLIENT_ALLOCATOR=platform
+# No preallocation: JAX's arena grows as the cases need, so accesses past the
+# arena's end are out of any allocation. (The "platform" allocator, one
+# cudaMalloc per buffer, would expose smaller overruns too, but with jax 0.11
+# under compute-sanitizer it segfaults the process after a few cases; measured
+# on an H200 and known upstream: jax-ml/jax#18663. Set SANITIZE_ALLOCATOR=platform
+# to try it.)
+if [ -n "${SANITIZE_ALLOCATOR:-}" ]; then export XLA_PYTHON_CLIENT_ALLOCATOR="$SANITIZE_ALLOCATOR"; fi
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 # No autotuning: fewer foreign kernel launches under the sanitizer.
 export XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_autotune_level=0"
