@@ -13,6 +13,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "fused.h"
+#include "int8.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace nb = nanobind;
@@ -112,6 +113,89 @@ JAXEMU_FUSED_HANDLER(kFusedBF16, kBF16, BF16)
 JAXEMU_FUSED_HANDLER(kFusedFP16, kFP16, F16)
 JAXEMU_FUSED_HANDLER(kFusedTF32, kTF32, F32)
 
+// The int8 GEMM (int8.h): A (L, M, K) int8, B (L, N, K) int8 -> C (L, M, N)
+// int32, exact (K <= 131071, multiple of 16; N a multiple of 4).
+ffi::Error Int8GemmImpl(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer a, ffi::AnyBuffer b,
+                        ffi::Result<ffi::AnyBuffer> c) {
+  auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
+  if (a.element_type() != ffi::DataType::S8 || b.element_type() != ffi::DataType::S8 ||
+      c->element_type() != ffi::DataType::S32)
+    return ffi::Error::InvalidArgument("jaxemu int8 gemm: A and B must be int8, C int32");
+  if (da.size() != 3 || db.size() != 3 || dc.size() != 3 || db[0] != da[0] || db[2] != da[2] || dc[0] != da[0] ||
+      dc[1] != da[1] || dc[2] != db[1])
+    return ffi::Error::InvalidArgument("jaxemu int8 gemm: expected A (L, M, K), B (L, N, K), C (L, M, N); got " +
+                                       shape_str(da) + ", " + shape_str(db) + ", " + shape_str(dc));
+  int8::GemmProblem p;
+  p.a = static_cast<const int8_t*>(a.untyped_data());
+  p.b = static_cast<const int8_t*>(b.untyped_data());
+  p.c = static_cast<int32_t*>(c->untyped_data());
+  p.batch = da[0];
+  p.m = da[1];
+  p.n = db[1];
+  p.k = da[2];
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return ffi::Error::Success();
+  if (p.k == 0) return ffi::Error::InvalidArgument("jaxemu int8 gemm: K = 0 must be handled by the caller");
+  std::string why = int8::check(p);
+  if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu int8 gemm: " + why);
+  const int sms = int8::sm_count();
+  const int8::GemmConfig cfg = int8::choose(p, sms);
+  void* workspace = nullptr;
+  if (size_t bytes = int8::workspace_size(cfg, p, sms)) {
+    auto got = scratch.Allocate(bytes, 256);
+    if (!got.has_value()) return ffi::Error::Internal("jaxemu int8 gemm: no scratch memory for the workspace");
+    workspace = *got;
+  }
+  why = int8::run(cfg, p, sms, workspace, stream);
+  if (!why.empty()) return ffi::Error::Internal("jaxemu int8 gemm: " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kInt8Gemm, Int8GemmImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Ctx<ffi::ScratchAllocator>()
+                           .Arg<ffi::AnyBuffer>()   // a: (L, M, K) int8
+                           .Arg<ffi::AnyBuffer>()   // b: (L, N, K) int8
+                           .Ret<ffi::AnyBuffer>()); // c: (L, M, N) int32
+
+// The Ozaki II reconstruction (int8.h): raw products P (nmod, L, M, N) int32,
+// row exponents (L, M), column exponents (L, N) int32 -> C (L, M, N) float32.
+ffi::Error OzakiCrtImpl(cudaStream_t stream, ffi::AnyBuffer prod, ffi::AnyBuffer row_exp, ffi::AnyBuffer col_exp,
+                        ffi::Result<ffi::AnyBuffer> c, ffi::Span<const int64_t> moduli) {
+  auto dp = prod.dimensions(), dr = row_exp.dimensions(), dl = col_exp.dimensions(), dc = c->dimensions();
+  if (prod.element_type() != ffi::DataType::S32 || row_exp.element_type() != ffi::DataType::S32 ||
+      col_exp.element_type() != ffi::DataType::S32 || c->element_type() != ffi::DataType::F32)
+    return ffi::Error::InvalidArgument("jaxemu ozaki2 crt: products and exponents must be int32, C float32");
+  if (dp.size() != 4 || dr.size() != 2 || dl.size() != 2 || dc.size() != 3 || dp[0] != int64_t(moduli.size()) ||
+      dc[0] != dp[1] || dc[1] != dp[2] || dc[2] != dp[3] || dr[0] != dp[1] || dr[1] != dp[2] || dl[0] != dp[1] ||
+      dl[1] != dp[3])
+    return ffi::Error::InvalidArgument("jaxemu ozaki2 crt: expected P (nmod, L, M, N), exponents (L, M) and (L, N), "
+                                       "C (L, M, N); got " + shape_str(dp) + ", " + shape_str(dr) + ", " +
+                                       shape_str(dl) + ", " + shape_str(dc));
+  int8::CrtProblem p;
+  std::string why = int8::setup_crt(std::vector<int64_t>(moduli.begin(), moduli.end()), &p);
+  if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu ozaki2 crt: " + why);
+  p.p = static_cast<const int32_t*>(prod.untyped_data());
+  p.row_exp = static_cast<const int32_t*>(row_exp.untyped_data());
+  p.col_exp = static_cast<const int32_t*>(col_exp.untyped_data());
+  p.c = static_cast<float*>(c->untyped_data());
+  p.batch = dp[1];
+  p.m = dp[2];
+  p.n = dp[3];
+  why = int8::run(p, stream);
+  if (!why.empty()) return ffi::Error::Internal("jaxemu ozaki2 crt: " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kOzakiCrt, OzakiCrtImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // products: (nmod, L, M, N) int32
+                           .Arg<ffi::AnyBuffer>()   // row_exp: (L, M) int32
+                           .Arg<ffi::AnyBuffer>()   // col_exp: (L, N) int32
+                           .Ret<ffi::AnyBuffer>()   // c: (L, M, N) float32
+                           .Attr<ffi::Span<const int64_t>>("moduli"));
+
 template <typename T>
 nb::capsule capsule(T* fn) {
   return nb::capsule(reinterpret_cast<void*>(fn));
@@ -128,11 +212,16 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_fused_bf16"] = capsule(kFusedBF16);
     d["jaxemu_fused_fp16"] = capsule(kFusedFP16);
     d["jaxemu_fused_tf32"] = capsule(kFusedTF32);
+    d["jaxemu_int8_gemm"] = capsule(kInt8Gemm);
+    d["jaxemu_ozaki2_crt"] = capsule(kOzakiCrt);
     return d;
   });
-  m.def("supported_families", []() { return std::vector<std::string>{"fused"}; });
+  m.def("supported_families", []() { return std::vector<std::string>{"fused", "int8"}; });
   m.def("fused_tile_k", [](const std::string& fmt) {
     return fused::tile_k(fmt == "tf32" ? fused::SliceType::kTF32 : fmt == "fp16" ? fused::SliceType::kFP16 : fused::SliceType::kBF16);
+  });
+  m.def("int8_limits", []() {
+    return std::vector<int64_t>{int8::kMaxExactK, int8::kAlignK, int8::kAlignN, int8::kMaxModuli};
   });
   m.def("device_supported", [](int device) {
     std::string why;

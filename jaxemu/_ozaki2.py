@@ -245,17 +245,32 @@ def limbs_to_float(sign, limbs, dtype):
     return out * sign.astype(dtype)
 
 
-def ozaki2_dot(a, b, n_moduli: int, max_bits: int):
-    """Ozaki II product of finite canonical a: (B, M, K), b: (B, K, N), both
-    float32 or both float64, with the first ``n_moduli`` moduli."""
-    dt = a.dtype
+def scaled_integers(a, b, n_moduli: int, max_bits: int):
+    """The first step of ozaki2_dot: the moduli, and A, B scaled to integers of
+    (pa, pb) bits per row of A / column of B: (moduli, (ea, ai), (eb, bi),
+    value_bits), with ea (B, M, 1), eb (B, 1, N) their exponents and
+    value_bits a bound on log2 |A' B'|."""
     k = a.shape[2]
     moduli = MODULI[:n_moduli]
     pa, pb = operand_bits(n_moduli, k, max_bits)
     ea, ai = scale_to_integers(a, 2, pa)  # ea: (B, M, 1)
     eb, bi = scale_to_integers(b, 1, pb)  # eb: (B, 1, N)
-    pr = modular_products(symmetric_residues(ai, moduli), symmetric_residues(bi, moduli), moduli)
     value_bits = pa + pb + max(0, math.ceil(math.log2(max(k, 1)))) + 1
+    return moduli, (ea, ai), (eb, bi), value_bits
+
+
+def reconstruct(pr, moduli, value_bits: int, ea, eb, dtype):
+    """The last step of ozaki2_dot: C from the residues pr (n, B, M, N) of A'B'
+    (int32 in [0, m_l)) and the scalings: Garner digits, exact limbs, one
+    rounding to ``dtype``, scaled back by 2^-(ea + eb)."""
     sign, limbs = digits_to_limbs(garner_digits(pr, moduli), moduli, value_bits)
-    c = limbs_to_float(sign, limbs, dt.type)
+    c = limbs_to_float(sign, limbs, np.dtype(dtype).type)
     return ldexp(c, -(ea + eb))
+
+
+def ozaki2_dot(a, b, n_moduli: int, max_bits: int):
+    """Ozaki II product of finite canonical a: (B, M, K), b: (B, K, N), both
+    float32 or both float64, with the first ``n_moduli`` moduli."""
+    moduli, (ea, ai), (eb, bi), value_bits = scaled_integers(a, b, n_moduli, max_bits)
+    pr = modular_products(symmetric_residues(ai, moduli), symmetric_residues(bi, moduli), moduli)
+    return reconstruct(pr, moduli, value_bits, ea, eb, a.dtype)

@@ -3,6 +3,7 @@
 # Used through the device tool (see BUILD.md): logs and results go to $OUT.
 #   STEPS="build test bench" BENCH_ARGS="..." bash scripts/gpu_session.sh
 #   STEPS=apps bash scripts/gpu_session.sh     # the applications (python -m jaxemu.apps)
+#   STEPS="build int8" bash scripts/gpu_session.sh   # the int8 kernels' tests and benchmark (issue 14)
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"
 mkdir -p "$OUT"
@@ -28,6 +29,13 @@ fi
 if [[ " $STEPS " == *" bench "* ]]; then
   JAX_PLATFORMS=cuda,cpu timeout "${BENCH_TIMEOUT:-300}" python3 -m jaxemu.bench --json "$OUT/bench.json" \
     --plot "$OUT/pareto.png" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -60
+fi
+if [[ " $STEPS " == *" int8 "* ]]; then
+  # The int8 kernels (opt-in until verified): exactness tests, then the rates and ozaki2_f32 vs SGEMM.
+  JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q tests/test_cuda_int8.py \
+    2>&1 | tee "$OUT/test_cuda_int8.log" | tail -25
+  JAX_PLATFORMS=cuda,cpu JAXEMU_CUDA_INT8=1 timeout "${BENCH_TIMEOUT:-300}" python3 scripts/int8_bench.py \
+    --json "$OUT/int8_bench.json" ${INT8_ARGS:-} 2>&1 | tee "$OUT/int8_bench.log" | tail -30
 fi
 if [[ " $STEPS " == *" apps "* ]]; then
   JAX_PLATFORMS=cuda,cpu timeout "${APPS_TIMEOUT:-450}" python3 -m jaxemu.apps --json "$OUT/apps.json" \

@@ -1,15 +1,17 @@
-"""The cuda backend's concrete product (see jaxemu.backends): one fused
-kernel launch per emulated product (jaxemu/backends/cuda_fused.py,
-ffi/fused/), for the multi-slice float schemes on Hopper GPUs.
+"""The cuda backend's concrete product (see jaxemu.backends) on Hopper GPUs:
+one fused kernel launch per emulated product for the multi-slice float
+schemes (jaxemu/backends/cuda_fused.py, ffi/fused/), and Ozaki II's residue
+products on the int8 tensor cores (jaxemu/backends/cuda_int8.py, ffi/int8/).
 """
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 
 from . import register_product
-from ..schemes import FloatSplit
+from ..schemes import FloatSplit, Ozaki2
 
 
 @functools.lru_cache(maxsize=None)
@@ -22,21 +24,41 @@ def _gpus_supported(ext) -> bool:
     return bool(devs) and all(d.compute_capability.startswith("9.") for d in devs)
 
 
-def handles(s) -> bool:
-    """Concrete schemes the kernels run: multi-slice float schemes. One-slice
-    natives (bf16, fp16, tf32) gain nothing from promotion and cuBLAS runs
-    them faster through XLA (measured: docs/performance.md), so they stay on
-    the xla backend."""
-    return isinstance(s, FloatSplit) and s.slices > 1
+def handles(s, families=("fused", "int8")) -> bool:
+    """Concrete schemes the kernels run: multi-slice float schemes ("fused")
+    and Ozaki II ("int8"). One-slice natives (bf16, fp16, tf32) gain nothing
+    from promotion and cuBLAS runs them faster through XLA (measured:
+    docs/performance.md), so they stay on the xla backend; so do MixPert's
+    int8 levels (per-tile exponents: no kernel yet)."""
+    if isinstance(s, FloatSplit):
+        return "fused" in families and s.slices > 1
+    return isinstance(s, Ozaki2) and "int8" in families
+
+
+# The int8 kernels (ffi/int8/) compile in CI but have not yet run on a GPU:
+# until tests/test_cuda_int8.py passes on one, Ozaki II stays on the xla
+# backend unless this variable is "1" (docs/performance.md, issue 14).
+INT8_OPT_IN = "JAXEMU_CUDA_INT8"
+
+
+def families(ext) -> tuple:
+    """The kernel families the cuda backend uses now: the extension's, less
+    "int8" unless $JAXEMU_CUDA_INT8 is "1" (read at trace time)."""
+    fams = tuple(ext.supported_families())
+    if os.environ.get(INT8_OPT_IN, "0") != "1":
+        fams = tuple(f for f in fams if f != "int8")
+    return fams
 
 
 def make_product(ext):
-    """The concrete product (a (B, M, K), b (B, K, N), scheme) -> c: split,
-    one fused kernel launch, FP32 special-value rules (cuda_fused.py)."""
+    """The concrete product (a (B, M, K), b (B, K, N), scheme) -> c: for float
+    schemes split, one fused kernel launch, FP32 special-value rules
+    (cuda_fused.py); for Ozaki II, cuda_int8.py."""
     from .cuda_fused import fused_product
+    from .cuda_int8 import ozaki2_product
 
     def product(a, b, s):
-        return fused_product(a, b, s)
+        return ozaki2_product(a, b, s) if isinstance(s, Ozaki2) else fused_product(a, b, s)
     return product
 
 
@@ -44,7 +66,7 @@ def register(ext) -> None:
     for name, capsule in ext.registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="CUDA")
     register_product("cuda", "cuda", make_product(ext),
-                     handles=lambda s: handles(s) and _gpus_supported(ext))
+                     handles=lambda s: handles(s, families(ext)) and _gpus_supported(ext))
 
 
 def gpus_supported(ext) -> bool:

@@ -449,13 +449,15 @@ def special_pattern(x):
     return jnp.where(jnp.isfinite(x), (sign * nonzero).astype(jnp.bfloat16), x.astype(jnp.bfloat16))
 
 
-def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_level_sum):
+def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_level_sum, finite=None):
     """The scheme's product of canonical float32 operands (B, M, K) x (B, K, N):
     the reference concrete product (see jaxemu.backends).
 
     ``level_sum`` computes the slice products of float schemes; the default is
     plain XLA, the CUDA backend substitutes its kernels (same splits, same
-    special-value handling). Composite schemes (auto) are not concrete: they
+    special-value handling); ``finite`` (a, b, s) -> c, when given, replaces
+    the whole product on finite operands (the cuda backend's Ozaki II).
+    Composite schemes (auto) are not concrete: they
     run above the backends (jaxemu/auto.py)."""
     s = get_scheme(scheme)
     if s.parts != (s,):
@@ -467,7 +469,7 @@ def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_lev
         return jnp.zeros((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
     fin_a, fin_b = jnp.isfinite(a), jnp.isfinite(b)
     a0, b0 = jnp.where(fin_a, a, 0.0), jnp.where(fin_b, b, 0.0)
-    c = finite_dot(a0, b0, s, platform, level_sum)
+    c = finite(a0, b0, s) if finite is not None else finite_dot(a0, b0, s, platform, level_sum)
 
     def with_specials(c):
         # Overflow on finite operands: a slice rounded up can overflow where

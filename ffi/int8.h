@@ -1,0 +1,33 @@
+// jaxemu int8 kernels: host interface (see int8/params.h for the problems).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "int8/crt_tables.h"
+#include "int8/params.h"
+
+namespace jaxemu {
+namespace int8 {
+
+// "" when the GEMM can run, else why not.
+std::string check(const GemmProblem& p);
+// The configuration the launch heuristic picks, and the device workspace it needs.
+GemmConfig choose(const GemmProblem& p, int sm_count);
+size_t workspace_size(GemmConfig cfg, const GemmProblem& p, int sm_count);
+// Launches on `stream` (no host synchronisation); "" or an error message.
+// `workspace` holds workspace_size(cfg, p, sm_count) bytes (may be null when 0).
+std::string run(GemmConfig cfg, const GemmProblem& p, int sm_count, void* workspace, cudaStream_t stream);
+
+// The CRT tables come from setup_crt (ffi/int8/crt_tables.h).
+std::string check(const CrtProblem& p);
+std::string run(const CrtProblem& p, cudaStream_t stream);
+
+// Multiprocessors of the current device (cached per device).
+int sm_count();
+
+}  // namespace int8
+}  // namespace jaxemu

@@ -1,0 +1,43 @@
+// Host side of the Ozaki II reconstruction: the CrtProblem's tables (plain
+// C++: module.cc includes it through ffi/int8.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "params.h"
+
+namespace jaxemu {
+namespace int8 {
+
+// The tables of a CrtProblem from its moduli (pairwise coprime, 2..256);
+// "" or why not. W_l = m_0 ... m_{l-1}; wmod[l][j] = W_j mod m_l;
+// inverse[l] = (W_l mod m_l)^-1 mod m_l (as jaxemu/_ozaki2.py: garner_digits).
+inline std::string setup_crt(const std::vector<int64_t>& moduli, CrtProblem* p) {
+  const int n = int(moduli.size());
+  if (n < 1 || n > kMaxModuli) return "between 1 and " + std::to_string(kMaxModuli) + " moduli";
+  p->nmod = n;
+  double w = 1.0;
+  for (int l = 0; l < n; ++l) {
+    const int64_t ml = moduli[l];
+    if (ml < 2 || ml > 256) return "moduli must lie in 2..256";
+    p->moduli[l] = int(ml);
+    p->weight[l] = w;
+    int64_t wl = 1;  // W_j mod m_l for j = 0..l
+    for (int j = 0; j < l; ++j) {
+      p->wmod[l][j] = int(wl);
+      wl = (wl * moduli[j]) % ml;
+    }
+    int inv = l ? 0 : 1;
+    for (int64_t x = 1; l && x < ml; ++x)
+      if ((wl * x) % ml == 1) { inv = int(x); break; }
+    if (!inv) return "moduli must be pairwise coprime";
+    p->inverse[l] = inv;
+    w *= double(ml);
+  }
+  return "";
+}
+
+}  // namespace int8
+}  // namespace jaxemu

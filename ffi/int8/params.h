@@ -1,0 +1,63 @@
+// jaxemu int8 kernels: the problems shared by host and device (ffi/int8.h).
+//
+// Ozaki scheme II (jaxemu/_ozaki2.py, docs/accuracy.md) computes an FP32 (or
+// FP64) product from exact integer products of int8 residues, one per
+// modulus m_l, and the Chinese remainder theorem. Its GPU path is two
+// launches after XLA's residue fusion:
+//   1. GemmProblem: every residue product of one emulated product in one
+//      batched int8 x int8 -> int32 tensor-core GEMM (L = moduli x batch);
+//   2. CrtProblem: per output element, the residues of the raw products, the
+//      mixed-radix (Garner) digits, their value scaled back to FP32: one pass
+//      over the int32 products, C written once.
+#pragma once
+
+#include <cstdint>
+
+namespace jaxemu {
+namespace int8 {
+
+// C[l] = A[l] B[l]^T, exact in int32: A (batch, m, k) and B (batch, n, k)
+// int8 with k contiguous (int8 wgmma reads only K-major shared memory, so B
+// comes transposed: "TN"), C (batch, m, n) int32 with n contiguous.
+// |a|, |b| <= 128, so each term is at most 2^14 in magnitude and the int32
+// accumulator is exact for k <= kMaxExactK terms (k 2^14 < 2^31).
+struct GemmProblem {
+  const int8_t* a = nullptr;
+  const int8_t* b = nullptr;
+  int32_t* c = nullptr;
+  int64_t batch = 0, m = 0, n = 0, k = 0;
+};
+constexpr int64_t kMaxExactK = (int64_t(1) << 17) - 1;
+// TMA needs 16-byte row strides: k a multiple of 16 (int8), n of 4 (int32);
+// the caller zero-pads.
+constexpr int64_t kAlignK = 16;
+constexpr int64_t kAlignN = 4;
+
+// Kernel configurations (ffi/int8/inst/): a wide tile with 2x1 clusters for
+// outputs that fill the GPU, a 128 x 128 stream-K one for small outputs with
+// a long K (integer sums are associative: any K split is bit-identical).
+enum class GemmConfig { kWide, kStreamK };
+
+// The CRT of one Ozaki II product: p (nmod, batch, m, n) int32 raw residue
+// products (any int32: reduced mod m_l here), row_exp (batch, m) and col_exp
+// (batch, n) the power-of-two scalings of A's rows and B's columns;
+// c (batch, m, n) float32 = sum_l v_l W_l * 2^-(row_exp + col_exp) with the
+// balanced Garner digits v_l (W_l = m_0 ... m_{l-1}), summed in double
+// (relative error ~nmod 2^-53, far below FP32's rounding) and rounded once to
+// float32 (overflow gives Inf, which the caller replaces by FP32's value).
+constexpr int kMaxModuli = 20;
+struct CrtProblem {
+  const int32_t* p = nullptr;
+  const int32_t* row_exp = nullptr;
+  const int32_t* col_exp = nullptr;
+  float* c = nullptr;
+  int64_t batch = 0, m = 0, n = 0;
+  int nmod = 0;
+  int moduli[kMaxModuli] = {};
+  int inverse[kMaxModuli] = {};                // (W_l mod m_l)^-1 mod m_l (1 for l = 0)
+  int wmod[kMaxModuli][kMaxModuli] = {};       // W_j mod m_l for j < l
+  double weight[kMaxModuli] = {};              // W_l (rounded to double: relative 2^-53)
+};
+
+}  // namespace int8
+}  // namespace jaxemu

@@ -1,0 +1,114 @@
+"""The cuda backend's int8 path: Ozaki scheme II (jaxemu/_ozaki2.py) on the
+int8 tensor cores.
+
+XLA scales each operand to integers and takes their int8 residues (one
+elementwise fusion per operand, B's written transposed, K contiguous: int8
+wgmma reads only K-major operands); one FFI call (ffi/int8/: CUTLASS sm90
+warp-specialized int8 GEMM) computes the residue products of every modulus
+and batch entry, exact in int32; for FP32 results one more FFI call (the CRT
+kernel) reduces them, forms the mixed-radix digits and writes C once. FP64
+results (ozaki2_f64) need more than a double to hold C' exactly, so their
+reconstruction stays the xla backend's exact limb arithmetic.
+
+The special-value and overflow rules are the xla backend's canonical_dot,
+with this module's product on the finite operands.
+"""
+from __future__ import annotations
+
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _ozaki2
+from ..schemes import Ozaki2, get_scheme
+from . import xla as xla_backend
+
+# ffi/int8/params.h: exactness bound on K, TMA alignment of K (int8) and N
+# (int32 rows), moduli the CRT kernel holds in registers.
+MAX_EXACT_K = (1 << 17) - 1
+ALIGN_K = 16
+ALIGN_N = 4
+MAX_CRT_MODULI = 20
+# K is cut into pieces of at most this many (a multiple of ALIGN_K below MAX_EXACT_K).
+K_PIECE = 1 << 16
+
+
+def _pad_to(x, axis: int, multiple: int):
+    pad = (-x.shape[axis]) % multiple
+    if not pad:
+        return x
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (0, pad)
+    return jnp.pad(x, widths)
+
+
+def int8_matmul(a, bt):
+    """Exact int32 products of int8 a (L, M, K) and bt (L, N, K) (B transposed):
+    (L, M, N), in one GEMM launch (K <= MAX_EXACT_K). K is zero-padded to a
+    multiple of 16 (zeros add nothing); N must be a multiple of 4."""
+    lb, m, k = a.shape
+    n = bt.shape[1]
+    if k > MAX_EXACT_K:
+        raise ValueError(f"int8_matmul: K = {k} > {MAX_EXACT_K}: int32 sums could overflow (cut K first)")
+    if n % ALIGN_N:
+        raise ValueError(f"int8_matmul: N = {n} must be a multiple of {ALIGN_N}")
+    a, bt = _pad_to(a, 2, ALIGN_K), _pad_to(bt, 2, ALIGN_K)
+    return jax.ffi.ffi_call("jaxemu_int8_gemm", jax.ShapeDtypeStruct((lb, m, n), jnp.int32))(a, bt)
+
+
+def residue_products(ra, rbt, moduli):
+    """Int32 (n, B, M, N) congruent to the products of the int8 residues
+    ra (n, B, M, K) and rbt (n, B, N, K) modulo each m_l: the raw products for
+    K <= K_PIECE, else the sum of each K-piece's product reduced mod m_l (at
+    most 255 per piece). One GEMM launch per K-piece, every modulus in it."""
+    nm, bsz, m, k = ra.shape
+    n = rbt.shape[2]
+    ra, rbt = ra.reshape(nm * bsz, m, k), rbt.reshape(nm * bsz, n, k)
+    if k <= K_PIECE:
+        return int8_matmul(ra, rbt).reshape(nm, bsz, m, n)
+    mods = jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1)
+    total = None
+    for lo in range(0, k, K_PIECE):
+        p = int8_matmul(ra[:, :, lo:lo + K_PIECE], rbt[:, :, lo:lo + K_PIECE]).reshape(nm, bsz, m, n)
+        p = jnp.remainder(p, mods)
+        total = p if total is None else total + p  # < 2^8 per piece: no overflow below 2^23 pieces
+    return total
+
+
+def crt_float32(p, ea, eb, moduli):
+    """The CRT kernel: float32 (B, M, N) from raw products p (n, B, M, N) and
+    the exponents ea (B, M), eb (B, N)."""
+    _, bsz, m, n = p.shape
+    return jax.ffi.ffi_call("jaxemu_ozaki2_crt", jax.ShapeDtypeStruct((bsz, m, n), jnp.float32))(
+        p, ea, eb, moduli=np.asarray(moduli, np.int64))
+
+
+def ozaki2_finite(a, b, s: Ozaki2):
+    """Ozaki II on finite canonical operands a (B, M, K), b (B, K, N), both of
+    the scheme's dtype: the same integers, residues and moduli as the xla
+    backend (so the same C' = A'B'), its products on the int8 tensor cores."""
+    s = get_scheme(s)
+    if np.dtype(a.dtype) != np.dtype(s.dtype):
+        raise TypeError(f"scheme {s.name!r} takes {s.dtype} operands, got {a.dtype}")
+    k = a.shape[2]
+    n = b.shape[2]
+    nm = s.moduli_for(k)
+    moduli, (ea, ai), (eb, bi), value_bits = _ozaki2.scaled_integers(a, b, nm, s.MAX_BITS[s.dtype])
+    ra = _ozaki2.symmetric_residues(ai, moduli)
+    # B transposed and N padded to whole 16-byte rows of int32 C (zero columns).
+    rbt = _ozaki2.symmetric_residues(_pad_to(jnp.swapaxes(bi, 1, 2), 1, ALIGN_N), moduli)
+    p = residue_products(ra, rbt, moduli)  # (n, B, M, Np)
+    if s.dtype == "float32" and nm <= MAX_CRT_MODULI:
+        ebp = _pad_to(eb[:, 0, :], 1, ALIGN_N)
+        c = crt_float32(p, ea[:, :, 0], ebp, moduli)
+        return c[:, :, :n]
+    mods = jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1)
+    pr = jnp.remainder(p[..., :n], mods)
+    return _ozaki2.reconstruct(pr, moduli, value_bits, ea, eb, a.dtype)
+
+
+def ozaki2_product(a, b, s: Ozaki2):
+    """The cuda backend's concrete product for Ozaki II schemes: the xla
+    backend's special-value rules around ozaki2_finite."""
+    return xla_backend.canonical_dot(a, b, s, "cuda", finite=ozaki2_finite)

@@ -1,0 +1,153 @@
+"""The int8 path on the GPU (issue 14): the int8 GEMM kernel against
+torch._int_mm (cuBLASLt) and XLA's int8 dot, beside the fp16 and FP32 rates;
+then ozaki2_f32 on the cuda backend (int8 kernels) and on the xla backend,
+against cuBLAS SGEMM, with error / SGEMM's error on the four input laws and
+the time split into its three steps. Same-run ratios; prints a table last.
+
+    JAX_PLATFORMS=cuda python scripts/int8_bench.py [--n 8192] [--moduli 7,8,9]
+"""
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave room for torch
+os.environ.setdefault("JAXEMU_CUDA_INT8", "1")  # the int8 kernels are opt-in until verified on a GPU
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+import jaxemu
+from jaxemu import _ozaki2
+from jaxemu import testing as T
+from jaxemu.backends import cuda_int8
+from jaxemu.bench import device_facts
+
+
+def timed(fn, reps=5):
+    return T.median_time(fn, reps, min_rep_s=0.05)
+
+
+def torch_int_mm_s(n):
+    try:
+        import torch
+    except ImportError:
+        return None
+    a = torch.randint(-128, 128, (n, n), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (n, n), dtype=torch.int8, device="cuda").t().contiguous().t()
+    f = lambda: torch._int_mm(a, b)
+    for _ in range(3):
+        f()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    reps = 20
+    start.record()
+    for _ in range(reps):
+        f()
+    end.record()
+    torch.cuda.synchronize()
+    t = start.elapsed_time(end) / 1e3 / reps
+    torch.cuda.empty_cache()
+    return t
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=8192)
+    ap.add_argument("--moduli", default="7,8,9", help="ozaki2_f32 moduli counts to time besides the default")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    n = args.n
+    facts = device_facts()
+    print(facts, flush=True)
+    rows = []
+    ops = 2.0 * n ** 3
+    rng = np.random.default_rng(0)
+
+    # 1. int8 GEMM rates at n^3.
+    a8 = jnp.asarray(rng.integers(-128, 128, (1, n, n)).astype(np.int8))
+    b8t = jnp.asarray(rng.integers(-128, 128, (1, n, n)).astype(np.int8))
+    ours = jax.jit(cuda_int8.int8_matmul)
+    t_ours = timed(lambda: ours(a8, b8t))
+    xla_i8 = jax.jit(lambda a, bt: lax.dot_general(a, bt, (((2,), (2,)), ((0,), (0,))),
+                                                  preferred_element_type=jnp.int32))
+    t_xla8 = timed(lambda: xla_i8(a8, b8t))
+    np.testing.assert_array_equal(np.asarray(ours(a8[:, :256], b8t[:, :256])), np.asarray(xla_i8(a8[:, :256], b8t[:, :256])))
+    x = jnp.asarray(rng.standard_normal((n, n)).astype(np.float32))
+    y = jnp.asarray(rng.standard_normal((n, n)).astype(np.float32))
+    x16, y16 = x.astype(jnp.float16), y.astype(jnp.float16)
+    hgemm = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32))
+    t_fp16 = timed(lambda: hgemm(x16, y16))
+    sgemm = jax.jit(lambda a, b: jnp.dot(a, b, precision="highest"))
+    t_sgemm = timed(lambda: sgemm(x, y))
+    t_torch = torch_int_mm_s(n)
+    for name, t in [("jaxemu int8 GEMM", t_ours), ("torch._int_mm (cuBLASLt)", t_torch),
+                    ("XLA int8 dot_general", t_xla8), ("fp16 jnp.dot (cuBLAS)", t_fp16), ("SGEMM (highest)", t_sgemm)]:
+        rows.append(dict(kind="rate", name=name, ms=None if t is None else t * 1e3,
+                         tops=None if t is None else ops / t / 1e12))
+
+    # 2. The batched product of ozaki2_f32's moduli, and its three steps.
+    s = jaxemu.get_scheme("ozaki2_f32")
+    nm = s.moduli_for(n)
+    moduli = _ozaki2.MODULI[:nm]
+    a3, b3 = x[None], y[None]
+
+    def residues(a, b):
+        mods, (ea, ai), (eb, bi), _ = _ozaki2.scaled_integers(a, b, nm, 30)
+        return (_ozaki2.symmetric_residues(ai, mods), _ozaki2.symmetric_residues(jnp.swapaxes(bi, 1, 2), mods),
+                ea[:, :, 0], eb[:, 0, :])
+    res = jax.jit(residues)
+    t_res = timed(lambda: res(a3, b3))
+    ra, rbt, ea, eb = res(a3, b3)
+    prod = jax.jit(lambda ra, rbt: cuda_int8.residue_products(ra, rbt, moduli))
+    t_prod = timed(lambda: prod(ra, rbt))
+    p = prod(ra, rbt)
+    crt = jax.jit(lambda p, ea, eb: cuda_int8.crt_float32(p, ea, eb, moduli))
+    t_crt = timed(lambda: crt(p, ea, eb))
+    steps = dict(residues_ms=t_res * 1e3, int8_products_ms=t_prod * 1e3, crt_ms=t_crt * 1e3,
+                 products_tops=nm * ops / t_prod / 1e12, moduli=nm)
+    print("ozaki2_f32 steps:", steps, flush=True)
+
+    # 3. ozaki2_f32 end to end, error / SGEMM's on the four laws.
+    variants = [("ozaki2_f32", s)] + [(f"ozaki2_f32 moduli={m}", s.replace(moduli=int(m)))
+                                      for m in args.moduli.split(",") if m and int(m) != nm]
+    for law in T.LAWS:
+        a, b = T.operands(law, n, n, n, seed=1)
+        ref = T.reference(a, b)
+        aj, bj = jnp.asarray(a), jnp.asarray(b)
+        t32 = timed(lambda: sgemm(aj, bj))
+        e32 = T.relerr(sgemm(aj, bj), ref)
+        for name, sc in variants:
+            for be in (["default", "xla"] if name == "ozaki2_f32" and law == T.LAWS[0] else ["default"]):
+                f = jax.jit(lambda a, b, sc=sc, be=be: jaxemu.dot(a, b, scheme=sc, backend=be))
+                t = timed(lambda: f(aj, bj), reps=3)
+                e = T.relerr(f(aj, bj), ref)
+                rows.append(dict(kind="ozaki2", law=law, name=name, backend="cuda" if be == "default" else "xla",
+                                 moduli=sc.moduli_for(n), ms=t * 1e3, x_sgemm=t32 / t, err=e, err_sgemm=e32,
+                                 err_ratio=e / e32))
+                print(rows[-1], flush=True)
+    out = dict(facts=facts, n=n, rows=rows, steps=steps)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=1)
+    print(f"\n{facts.get('device')} jax {facts.get('jax')} driver {facts.get('driver')}  n = {n}")
+    print(f"{'int8 / reference rates':34s} {'ms':>9s} {'TOP/s':>8s}")
+    for r in rows:
+        if r["kind"] == "rate":
+            ms = "-" if r["ms"] is None else f"{r['ms']:.3f}"
+            tops = "-" if r["tops"] is None else f"{r['tops']:.0f}"
+            print(f"{r['name']:34s} {ms:>9s} {tops:>8s}")
+    print(f"ozaki2_f32 steps ({nm} moduli): residues {steps['residues_ms']:.2f} ms, int8 products "
+          f"{steps['int8_products_ms']:.2f} ms ({steps['products_tops']:.0f} TOP/s), CRT {steps['crt_ms']:.2f} ms")
+    print(f"{'scheme':26s} {'backend':7s} {'law':14s} {'moduli':>6s} {'ms':>8s} {'x SGEMM':>8s} {'err/SGEMM':>9s}")
+    for r in rows:
+        if r["kind"] == "ozaki2":
+            print(f"{r['name']:26s} {r['backend']:7s} {r['law']:14s} {r['moduli']:6d} {r['ms']:8.2f} "
+                  f"{r['x_sgemm']:8.2f} {r['err_ratio']:9.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

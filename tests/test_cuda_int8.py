@@ -1,0 +1,121 @@
+"""GPU tests of the cuda backend's int8 path (Ozaki II on the int8 tensor
+cores: ffi/int8/, jaxemu/backends/cuda_int8.py); skipped without an NVIDIA
+GPU and the CUDA extension. The CPU side of Ozaki II is test_ozaki.py."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gpu
+import jaxemu
+from jaxemu import testing as T
+from jaxemu.backends import cuda, cuda_int8
+
+
+pytestmark = gpu.MARKS
+
+
+@pytest.fixture(autouse=True)
+def int8_kernels_on(monkeypatch):
+    monkeypatch.setenv("JAXEMU_CUDA_INT8", "1")
+
+
+def _int8(rng, shape, lo=-128, hi=127):
+    return rng.integers(lo, hi + 1, shape).astype(np.int8)
+
+
+@pytest.mark.parametrize("l,m,n,k", [(1, 1, 4, 16), (3, 7, 12, 48), (2, 129, 260, 1008), (1, 1000, 4, 4096),
+                                     (5, 17, 1028, 80), (1, 300, 600, 16400)])
+def test_int8_gemm_is_exact(l, m, n, k, rng):
+    # Every product reproduced bit for bit by an int64 reference, both tile
+    # configurations (wide tiles for big outputs, stream-K for small ones).
+    a, bt = _int8(rng, (l, m, k)), _int8(rng, (l, n, k))
+    got = np.asarray(jax.jit(cuda_int8.int8_matmul)(a, bt))
+    ref = np.einsum("lmk,lnk->lmn", a.astype(np.int64), bt.astype(np.int64))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_int8_gemm_at_the_int32_bound():
+    # All -128: each term is 2^14, the largest; K = MAX_EXACT_K - 15 (a
+    # multiple of 16) sums to just below 2^31, exactly.
+    k = cuda_int8.MAX_EXACT_K - 15
+    a = np.full((1, 2, k), -128, np.int8)
+    bt = np.full((1, 4, k), -128, np.int8)
+    got = np.asarray(jax.jit(cuda_int8.int8_matmul)(a, bt))
+    assert k * 2 ** 14 < 2 ** 31
+    np.testing.assert_array_equal(got, np.full((1, 2, 4), k * 2 ** 14, np.int64))
+    with pytest.raises(ValueError, match="overflow"):
+        cuda_int8.int8_matmul(jnp.zeros((1, 2, k + 16), jnp.int8), jnp.zeros((1, 4, k + 16), jnp.int8))
+
+
+def test_ozaki2_runs_on_the_int8_kernels(monkeypatch):
+    assert cuda.supports(jaxemu.get_scheme("ozaki2_f32"))
+    monkeypatch.setenv("JAXEMU_CUDA_INT8", "0")  # the opt-in, for now
+    assert not cuda.supports(jaxemu.get_scheme("ozaki2_f32"))
+    monkeypatch.setenv("JAXEMU_CUDA_INT8", "1")
+    hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="ozaki2_f32")).lower(
+        jnp.ones((256, 256)), jnp.ones((256, 256))).compile().as_text()
+    entry = hlo[hlo.index("\nENTRY"):]
+    entry = entry[:entry.index("\n}")]
+    assert entry.count('custom_call_target="jaxemu_int8_gemm"') == 1, entry
+    assert entry.count('custom_call_target="jaxemu_ozaki2_crt"') == 1, entry
+
+
+@pytest.mark.parametrize("law", T.LAWS)
+def test_ozaki2_f32_accuracy_against_float64(law):
+    a, b = T.operands(law, 1024, 4096, 1024, seed=7)
+    ref = T.reference(a, b)
+    e32 = T.relerr(jaxemu.dot(a, b, scheme="fp32"), ref)
+    e = T.relerr(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="ozaki2_f32"))(a, b), ref)
+    assert e <= e32, (law, e, e32)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 17, 5), (129, 1000, 131), (33, 70001, 9)])
+def test_ozaki2_f32_agrees_with_the_xla_backend(m, k, n, rng):
+    # Same integers, residues and moduli: the same exact C'. The CRT kernel
+    # sums it in double and rounds once; the xla backend adds exact limbs in
+    # float32: within one ulp of each other. K = 70001 takes two K-pieces.
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    f = lambda be: jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="ozaki2_f32", backend=be))(a, b)
+    got, ref = np.asarray(f("default")), np.asarray(f("xla"))
+    np.testing.assert_array_max_ulp(got, ref, maxulp=1)
+    assert T.relerr(got, T.reference(a, b)) <= 2 * T.relerr(jaxemu.dot(a, b, scheme="fp32"), T.reference(a, b)) + 1e-7
+
+
+def test_ozaki2_many_moduli_and_f64_match_the_xla_backend_bitwise(rng):
+    # More moduli than the CRT kernel holds, and float64: the xla backend's
+    # exact reconstruction on the GPU's residue products, so bit-identical.
+    a = rng.standard_normal((65, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 33)).astype(np.float32)
+    s = jaxemu.get_scheme("ozaki2_f32").replace(moduli=cuda_int8.MAX_CRT_MODULI + 1)
+    f = lambda be: np.asarray(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend=be))(a, b))
+    np.testing.assert_array_equal(f("default"), f("xla"))
+    with jax.enable_x64(True):
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        g = lambda be: np.asarray(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="ozaki2_f64", backend=be))(a64, b64))
+        np.testing.assert_array_equal(g("default"), g("xla"))
+
+
+def test_ozaki2_special_values_and_overflow():
+    a = np.ones((4, 64), np.float32)
+    b = np.ones((64, 8), np.float32)
+    a[0, 0], a[1, 3], b[5, 2] = np.nan, np.inf, -np.inf
+    a[2, :] = 3e38
+    b[:, 7] = 2.0
+    got = np.asarray(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="ozaki2_f32"))(a, b))
+    ref = np.asarray(jaxemu.dot(a, b, scheme="fp32"))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-6)
+
+
+def test_ozaki2_repeated_runs_are_bit_identical(rng):
+    a = rng.standard_normal((3, 200, 5000)).astype(np.float32)
+    b = rng.standard_normal((3, 5000, 40)).astype(np.float32)  # stream-K: small output, long K
+    f = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme="ozaki2_f32"))
+    first = np.asarray(f(a, b))
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(f(a, b)), first)

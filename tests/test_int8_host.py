@@ -1,0 +1,163 @@
+"""The cuda backend's int8 path, checked without a GPU: the Ozaki II
+reconstruction kernel's per-element code (ffi/int8/crt.cuh) compiled for the
+host with nvcc and run against the xla backend's exact reconstruction, and
+the Python glue (jaxemu/backends/cuda_int8.py: padding, B transposed,
+K-pieces, the CRT call) with the two FFI calls replaced by exact CPU
+equivalents. The kernels themselves run in test_cuda_int8.py (GPU)."""
+import shutil
+import subprocess
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import jaxemu
+from jaxemu import _ozaki2
+from jaxemu import testing as T
+from jaxemu.backends import cuda_int8
+from jaxemu.backends import xla as X
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def crt_check(tmp_path_factory):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found (CI has the CUDA toolkit: this runs there)")
+    exe = tmp_path_factory.mktemp("host") / "crt_check"
+    subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(ROOT / "tests/host/crt_check.cu")],
+                   check=True, capture_output=True, timeout=300)
+    return exe
+
+
+def run_crt(exe, tmp_path, prod, row, col, moduli):
+    nm, bsz, m, n = prod.shape
+    src, dst = tmp_path / "in.bin", tmp_path / "out.bin"
+    with open(src, "wb") as fh:
+        np.asarray([nm, bsz, m, n, *moduli], np.int64).tofile(fh)
+        for x in (prod, row, col):
+            np.ascontiguousarray(x, np.int32).tofile(fh)
+    r = subprocess.run([str(exe), str(src), str(dst)], capture_output=True, text=True, timeout=60)
+    if r.returncode:
+        raise RuntimeError(r.stderr.strip())
+    return np.fromfile(dst, np.float32).reshape(bsz, m, n)
+
+
+def integer_parts(a, b, nm):
+    """The xla backend's integers for a (B, M, K) x (B, K, N): raw int64
+    products of the residues (as the GEMM gives them), the exponents, and the
+    xla backend's own result."""
+    moduli, (ea, ai), (eb, bi), vb = _ozaki2.scaled_integers(jnp.asarray(a), jnp.asarray(b), nm, 30)
+    ra = np.asarray(_ozaki2.symmetric_residues(ai, moduli)).astype(np.int64)
+    rb = np.asarray(_ozaki2.symmetric_residues(bi, moduli)).astype(np.int64)
+    prod = np.einsum("lbmk,lbkn->lbmn", ra, rb)
+    assert np.abs(prod).max() < 2 ** 31
+    ref = np.asarray(_ozaki2.ozaki2_dot(jnp.asarray(a), jnp.asarray(b), nm, 30))
+    return moduli, prod, np.asarray(ea)[:, :, 0], np.asarray(eb)[:, 0, :], ref
+
+
+@pytest.mark.parametrize("law", T.LAWS)
+@pytest.mark.parametrize("nm", [8, 9, 12])
+def test_crt_kernel_code_matches_the_exact_reconstruction(crt_check, tmp_path, law, nm):
+    a, b = T.operands(law, 37, 300, 29, seed=nm, batch=2)
+    moduli, prod, ea, eb, ref = integer_parts(a, b, nm)
+    got = run_crt(crt_check, tmp_path, prod, ea, eb, moduli)
+    # Same C' = A'B'; a double sum rounded once vs exact limbs added in
+    # float32: within one ulp.
+    np.testing.assert_array_max_ulp(got, ref, maxulp=1)
+    e64 = T.relerr(got, np.matmul(a.astype(np.float64), b.astype(np.float64)))
+    assert e64 < 1e-6
+
+
+def test_crt_kernel_code_edge_values(crt_check, tmp_path):
+    # Zero rows, results rounding to subnormals and overflowing to Inf (the
+    # caller then takes FP32's value), and 20 moduli (the kernel's maximum).
+    a = np.zeros((1, 4, 64), np.float32)
+    b = np.ones((1, 64, 3), np.float32)
+    b[0, :, 1] = 2.0 ** -70
+    b[0, :, 2] = 0.75
+    a[0, 1] = 2.0 ** -70  # normal operands, subnormal results (64 * 2^-140)
+    a[0, 2] = 3e38   # 64 * 3e38 overflows
+    a[0, 3] = np.linspace(-1, 1, 64)
+    moduli, prod, ea, eb, ref = integer_parts(a, b, 20)
+    got = run_crt(crt_check, tmp_path, prod, ea, eb, moduli)
+    assert np.all(got[0, 0] == 0)
+    np.testing.assert_array_equal(got[0, 1], np.float32([2.0 ** -64, 2.0 ** -134, 0.75 * 2.0 ** -64]))
+    assert np.all(np.isinf(got[0, 2, [0, 2]]) & (got[0, 2, [0, 2]] > 0))
+    assert got[0, 2, 1] == np.float32(64 * 3e38 * 2.0 ** -70)
+    np.testing.assert_array_max_ulp(got[0, 3], ref[0, 3], maxulp=1)
+
+
+def test_crt_tables_refuse_bad_moduli(crt_check, tmp_path):
+    prod = np.zeros((2, 1, 1, 1), np.int32)
+    z = np.zeros((1, 1), np.int32)
+    with pytest.raises(RuntimeError, match="coprime"):
+        run_crt(crt_check, tmp_path, prod, z, z, (256, 254))
+    with pytest.raises(RuntimeError, match="2..256"):
+        run_crt(crt_check, tmp_path, prod, z, z, (256, 257))
+
+
+@pytest.fixture
+def cpu_kernels(monkeypatch):
+    """The two FFI calls replaced by exact CPU equivalents that check the
+    kernels' input contract."""
+    calls = []
+
+    def int8_matmul(a, bt):
+        assert a.dtype == bt.dtype == jnp.int8 and a.shape[2] == bt.shape[2] <= cuda_int8.MAX_EXACT_K
+        assert bt.shape[1] % cuda_int8.ALIGN_N == 0
+        calls.append(("gemm", a.shape, bt.shape))
+        return lax.dot_general(a, bt, (((2,), (2,)), ((0,), (0,))), preferred_element_type=jnp.int32)
+
+    def crt_float32(p, ea, eb, moduli):
+        nm, bsz, m, n = p.shape
+        assert ea.shape == (bsz, m) and eb.shape == (bsz, n) and len(moduli) == nm
+        calls.append(("crt", p.shape))
+        pr = jnp.remainder(p, jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1))
+        vb = 62  # generous: |C'| < M / 4
+        return _ozaki2.reconstruct(pr, moduli, vb, ea[:, :, None], eb[:, None, :], jnp.float32)
+
+    monkeypatch.setattr(cuda_int8, "int8_matmul", int8_matmul)
+    monkeypatch.setattr(cuda_int8, "crt_float32", crt_float32)
+    return calls
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 17, 5), (33, 250, 10)])
+def test_glue_gives_the_xla_backends_product(cpu_kernels, m, k, n, rng):
+    a = rng.standard_normal((2, m, k)).astype(np.float32)
+    b = rng.standard_normal((2, k, n)).astype(np.float32)
+    s = jaxemu.get_scheme("ozaki2_f32")
+    got = np.asarray(cuda_int8.ozaki2_finite(jnp.asarray(a), jnp.asarray(b), s))
+    ref = np.asarray(X.ozaki2_dot(jnp.asarray(a), jnp.asarray(b), s))
+    np.testing.assert_array_equal(got, ref)
+    nm = s.moduli_for(k)
+    assert cpu_kernels == [("gemm", (nm * 2, m, k), (nm * 2, -(-n // 4) * 4, k)), ("crt", (nm, 2, m, -(-n // 4) * 4))]
+
+
+def test_glue_cuts_long_k_into_exact_pieces(cpu_kernels, monkeypatch, rng):
+    monkeypatch.setattr(cuda_int8, "K_PIECE", 64)
+    a = rng.standard_normal((1, 3, 200)).astype(np.float32)
+    b = rng.standard_normal((1, 200, 4)).astype(np.float32)
+    s = jaxemu.get_scheme("ozaki2_f32")
+    got = np.asarray(cuda_int8.ozaki2_finite(jnp.asarray(a), jnp.asarray(b), s))
+    np.testing.assert_array_equal(got, np.asarray(X.ozaki2_dot(jnp.asarray(a), jnp.asarray(b), s)))
+    assert [c[0] for c in cpu_kernels] == ["gemm"] * 4 + ["crt"]
+
+
+def test_glue_many_moduli_and_float64_use_the_exact_reconstruction(cpu_kernels, rng):
+    a = rng.standard_normal((1, 5, 40)).astype(np.float32)
+    b = rng.standard_normal((1, 40, 6)).astype(np.float32)
+    s = jaxemu.get_scheme("ozaki2_f32").replace(moduli=cuda_int8.MAX_CRT_MODULI + 1)
+    got = np.asarray(cuda_int8.ozaki2_finite(jnp.asarray(a), jnp.asarray(b), s))
+    np.testing.assert_array_equal(got, np.asarray(X.ozaki2_dot(jnp.asarray(a), jnp.asarray(b), s)))
+    with jax.enable_x64(True):
+        s64 = jaxemu.get_scheme("ozaki2_f64")
+        a64, b64 = jnp.asarray(a, jnp.float64), jnp.asarray(b, jnp.float64)
+        np.testing.assert_array_equal(np.asarray(cuda_int8.ozaki2_finite(a64, b64, s64)),
+                                      np.asarray(X.ozaki2_dot(a64, b64, s64)))
+        with pytest.raises(TypeError, match="float32"):
+            cuda_int8.ozaki2_finite(jnp.asarray(a), jnp.asarray(b), s64)
+    assert "crt" not in [c[0] for c in cpu_kernels]
