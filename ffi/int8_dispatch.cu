@@ -15,6 +15,14 @@ std::string run_wide(const GemmProblem&, int, void*, cudaStream_t);
 size_t workspace_streamk(const GemmProblem&, int);
 std::string run_streamk(const GemmProblem&, int, void*, cudaStream_t);
 
+// One thread per output element (grid-stride), crt_element in ffi/int8/crt.cuh.
+__global__ void __launch_bounds__(256) crt_kernel(const CrtProblem p) {
+  const int64_t total = p.batch * p.m * p.n;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x)
+    p.c[idx] = crt_element(p, idx, total);
+}
+
 static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 std::string check(const GemmProblem& p) {

@@ -27,8 +27,8 @@ def crt_check(tmp_path_factory):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found (CI has the CUDA toolkit: this runs there)")
-    exe = tmp_path_factory.mktemp("host") / "crt_check"
-    subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(ROOT / "tests/host/crt_check.cu")],
+    exe = tmp_path_factory.mktemp("native") / "crt_check"
+    subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(ROOT / "tests/native/crt_check.cu")],
                    check=True, capture_output=True, timeout=300)
     return exe
 

@@ -1,6 +1,7 @@
 // Ozaki II reconstruction: one thread per output element reads its nmod raw
 // int32 residue products, forms the balanced mixed-radix (Garner) digits in
-// registers and writes the FP32 value once (ffi/int8/params.h: CrtProblem).
+// registers and writes the FP32 value once (ffi/int8/params.h: CrtProblem;
+// the kernel itself is in ffi/int8_dispatch.cu).
 #pragma once
 
 #include <cmath>
@@ -44,13 +45,6 @@ __host__ __device__ __forceinline__ float crt_element(const CrtProblem& p, int64
   const int64_t b = idx / mn, rem = idx - b * mn, row = rem / p.n, col = rem - row * p.n;
   const int e = -(p.row_exp[b * p.m + row] + p.col_exp[b * p.n + col]);
   return float(ldexp(value, e));  // one rounding to float32 (subnormals, overflow: as a cast)
-}
-
-__global__ void __launch_bounds__(256) crt_kernel(const CrtProblem p) {
-  const int64_t total = p.batch * p.m * p.n;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x)
-    p.c[idx] = crt_element(p, idx, total);
 }
 
 }  // namespace int8

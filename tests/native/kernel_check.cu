@@ -1,0 +1,498 @@
+// The CUDA kernels without XLA: every case allocates its buffers at their
+// exact sizes (cudaMalloc each, so that compute-sanitizer's memcheck sees an
+// access one element past any of them), fills every input byte (initcheck),
+// runs the kernel through its host interface (ffi/fused.h, ffi/int8.h) and
+// checks the result against a host reference:
+//   fused: C = sum_t 2^e_t A_{a_t} B_{b_t}^T (* 2^-(row + col)), in double,
+//          within 2^-20 of sum_t 2^e_t |A_{a_t}| |B_{b_t}|^T; the nonfinite flag.
+//   int8:  the int8 GEMM bit for bit against int64 sums, both configurations.
+//   crt:   the Ozaki II reconstruction kernel against the same code on the host.
+// Built by CMake with -DJAXEMU_KERNEL_CHECK=ON (scripts/sanitize_kernels.sh
+// runs it under the sanitizer's tools); prints one line per case.
+//
+//   jaxemu_kernel_check [--list] [--family fused|int8|crt] [--start N] [--count N]
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "fused.h"
+#include "int8.h"
+#include "int8/crt.cuh"
+
+using namespace jaxemu;
+
+namespace {
+
+#define CHECK_CUDA(x)                                                                         \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(3);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+// A device buffer of exactly `bytes` (at least 1: a zero-sized one still gets
+// its own allocation, so that any access to it is out of bounds).
+struct Device {
+  void* ptr = nullptr;
+  explicit Device(size_t bytes) { CHECK_CUDA(cudaMalloc(&ptr, bytes ? bytes : 1)); }
+  ~Device() { cudaFree(ptr); }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+};
+
+template <class T>
+void upload(Device& d, const std::vector<T>& h) {
+  CHECK_CUDA(cudaMemcpy(d.ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <class T>
+std::vector<T> download(const Device& d, size_t n) {
+  std::vector<T> h(n);
+  CHECK_CUDA(cudaMemcpy(h.data(), d.ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// ---------------------------------------------------------------- fused --
+
+struct FusedScheme {
+  const char* name;
+  fused::SliceType type;
+  int slices;
+  int level_bits;                    // term weight 2^-(level_bits * (i + j))
+  std::vector<std::pair<int, int>> products;
+  bool row_scaling;                  // fp16: row / column exponents
+};
+
+const std::vector<FusedScheme>& fused_schemes() {
+  static const std::vector<FusedScheme> s = {
+      {"bf16x3", fused::SliceType::kBF16, 2, 8, {{0, 0}, {0, 1}, {1, 0}}, false},
+      {"bf16x6", fused::SliceType::kBF16, 3, 8, {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {0, 2}, {2, 0}}, false},
+      {"bf16x9", fused::SliceType::kBF16, 3, 8,
+       {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {0, 2}, {2, 0}, {1, 2}, {2, 1}, {2, 2}}, false},
+      {"tf32x3", fused::SliceType::kTF32, 2, 12, {{0, 0}, {0, 1}, {1, 0}}, false},
+      {"fp16x3", fused::SliceType::kFP16, 2, 11, {{0, 0}, {0, 1}, {1, 0}}, true},
+  };
+  return s;
+}
+
+struct FusedCase {
+  int scheme;
+  int64_t batch, m, k, n;
+  int tile_n, splits, kc_tiles;  // kc_tiles 0: the whole K in one chunk
+  bool with_inf;
+};
+
+std::string label(const FusedCase& c) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "fused %s %lldx%lldx%lldx%lld tile_n=%d splits=%d kc_tiles=%d%s",
+                fused_schemes()[c.scheme].name, (long long)c.batch, (long long)c.m, (long long)c.k,
+                (long long)c.n, c.tile_n, c.splits, c.kc_tiles, c.with_inf ? " inf" : "");
+  return buf;
+}
+
+std::vector<FusedCase> fused_cases() {
+  const int64_t sizes[] = {1, 7, 17, 127, 129, 1000, 4097};
+  std::vector<std::array<int64_t, 4>> shapes;  // batch, m, k, n
+  for (int64_t x : sizes) {
+    shapes.push_back({1, x, 129, 7});
+    shapes.push_back({1, 7, x, 17});
+    shapes.push_back({1, 17, 129, x});
+  }
+  for (auto s : std::vector<std::array<int64_t, 4>>{
+           {1, 1, 1, 1}, {1, 129, 127, 129}, {1, 1000, 17, 1000}, {1, 127, 4097, 129},
+           {2, 7, 129, 17}, {3, 127, 17, 129}, {2, 1, 4097, 7}, {1, 300, 2000, 300}})
+    shapes.push_back(s);
+  std::vector<FusedCase> out;
+  int i = 0;
+  for (int sc = 0; sc < int(fused_schemes().size()); ++sc)
+    for (auto s : shapes) {
+      const int nterms = int(fused_schemes()[sc].products.size());
+      if (double(s[0]) * s[1] * s[2] * s[3] * nterms > 4e8) continue;
+      ++i;
+      const int tile_n = (i % 2) ? 128 : 192;
+      const int kc = (i % 3 == 0) ? 0 : (i % 3 == 1 ? 1 : 4);
+      // Splits where there are chunks to split (checked against fused::check below).
+      // (not with fp16's row scaling: the backend splits only unscaled products).
+      const int splits = (s[2] > 256 && i % 4 == 0 && !fused_schemes()[sc].row_scaling) ? 3 : 1;
+      out.push_back({sc, s[0], s[1], s[2], s[3], tile_n, splits, kc, false});
+    }
+  for (int sc = 0; sc < int(fused_schemes().size()); ++sc)
+    out.push_back({sc, 1, 33, 200, 20, 128, 1, 1, true});
+  return out;
+}
+
+// Slice values of the format: a float that converts exactly.
+float round_to(fused::SliceType t, float x) {
+  switch (t) {
+    case fused::SliceType::kBF16: return __bfloat162float(__float2bfloat16(x));
+    case fused::SliceType::kFP16: return __half2float(__float2half(x));
+    case fused::SliceType::kTF32: {
+      uint32_t u;
+      std::memcpy(&u, &x, 4);
+      u &= ~uint32_t(0x1fff);  // 10 explicit mantissa bits
+      std::memcpy(&x, &u, 4);
+      return x;
+    }
+  }
+  return x;
+}
+
+// Host bytes of one slice value as the kernel reads it.
+void store(fused::SliceType t, float x, std::vector<uint8_t>& bytes, size_t idx) {
+  if (t == fused::SliceType::kTF32) {
+    std::memcpy(&bytes[idx * 4], &x, 4);
+  } else if (t == fused::SliceType::kBF16) {
+    __nv_bfloat16 h = __float2bfloat16(x);
+    std::memcpy(&bytes[idx * 2], &h, 2);
+  } else {
+    __half h = __float2half(x);
+    std::memcpy(&bytes[idx * 2], &h, 2);
+  }
+}
+
+bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
+  const FusedScheme& s = fused_schemes()[c.scheme];
+  const int tk = fused::tile_k(s.type);
+  const int esize = s.type == fused::SliceType::kTF32 ? 4 : 2;
+  const int64_t kp = (c.k + tk - 1) / tk * tk;  // zero-padded K, as the caller pads
+  const int64_t ktiles = kp / tk;
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::uniform_int_distribution<int> ue(-3, 3);
+
+  // Operands as floats (L, rows, kp, S), then laid out (L, rows, kp / TK, S, TK).
+  auto make = [&](int64_t rows, std::vector<float>& val, std::vector<uint8_t>& bytes) {
+    val.assign(size_t(c.batch * rows * kp * s.slices), 0.f);
+    bytes.assign(val.size() * esize, 0);
+    for (int64_t l = 0; l < c.batch; ++l)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < kp; ++k)
+          for (int sl = 0; sl < s.slices; ++sl) {
+            const float x = k < c.k ? round_to(s.type, u(rng)) : 0.f;
+            const size_t vi = size_t(((l * rows + r) * kp + k) * s.slices + sl);
+            const size_t bi = size_t((((l * rows + r) * ktiles + k / tk) * s.slices + sl) * tk + k % tk);
+            val[vi] = x;
+            store(s.type, x, bytes, bi);
+          }
+  };
+  std::vector<float> av, bv;
+  std::vector<uint8_t> ab, bb;
+  make(c.m, av, ab);
+  make(c.n, bv, bb);
+  if (c.with_inf) {  // one Inf in A's hi slice: the flag must rise
+    av[0] = INFINITY;
+    store(s.type, INFINITY, ab, 0);
+  }
+  std::vector<int32_t> rexp, cexp;
+  if (s.row_scaling) {
+    rexp.resize(size_t(c.batch * c.m));
+    cexp.resize(size_t(c.batch * c.n));
+    for (auto& e : rexp) e = ue(rng);
+    for (auto& e : cexp) e = ue(rng);
+  }
+
+  fused::Problem p;
+  Device da(ab.size()), db(bb.size()), dc(size_t(c.splits * c.batch * c.m * c.n) * 4), dflag(4);
+  Device dr(rexp.size() * 4), dl(cexp.size() * 4);
+  upload(da, ab);
+  upload(db, bb);
+  p.a = da.ptr;
+  p.b = db.ptr;
+  p.c = static_cast<float*>(dc.ptr);
+  p.nonfinite = static_cast<int*>(dflag.ptr);
+  if (s.row_scaling) {
+    upload(dr, rexp);
+    upload(dl, cexp);
+    p.row_exp = static_cast<int32_t*>(dr.ptr);
+    p.col_exp = static_cast<int32_t*>(dl.ptr);
+  }
+  p.m = c.m;
+  p.n = c.n;
+  p.k = kp;
+  p.batch = c.batch;
+  p.sa = p.sb = s.slices;
+  p.splits = c.splits;
+  p.tile_n = c.tile_n;
+  p.nterms = int(s.products.size());
+  for (int t = 0; t < p.nterms; ++t) {
+    // Smallest terms first, as jaxemu/backends/cuda_fused.py orders them.
+    const auto pr = s.products[p.nterms - 1 - t];
+    p.term_a[t] = pr.first;
+    p.term_b[t] = pr.second;
+    p.term_exp[t] = -s.level_bits * (pr.first + pr.second);
+    p.kc_tiles[t] = c.kc_tiles ? int(std::min<int64_t>(c.kc_tiles << (3 * (pr.first + pr.second)), ktiles))
+                               : int(ktiles);
+  }
+  std::string why = fused::check(s.type, p);
+  if (!why.empty()) {
+    *detail = "check refused a valid problem: " + why;
+    return false;
+  }
+  CHECK_CUDA(cudaMemset(dflag.ptr, 0, 4));
+  why = fused::run(s.type, p, nullptr);
+  if (!why.empty()) {
+    *detail = "run: " + why;
+    return false;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = download<float>(dc, size_t(c.splits * c.batch * c.m * c.n));
+  const int flag = download<int>(dflag, 1)[0];
+
+  double worst = 0;
+  bool inf_seen = false;
+  for (int64_t l = 0; l < c.batch; ++l)
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double ref = 0, mag = 0;
+        for (auto pr : s.products) {
+          const double w = std::ldexp(1.0, -s.level_bits * (pr.first + pr.second));
+          for (int64_t k = 0; k < kp; ++k) {
+            const double x = av[size_t(((l * c.m + i) * kp + k) * s.slices + pr.first)];
+            const double y = bv[size_t(((l * c.n + j) * kp + k) * s.slices + pr.second)];
+            ref += w * x * y;
+            mag += w * std::fabs(x * y);
+          }
+        }
+        if (s.row_scaling) {
+          const int e = -(rexp[size_t(l * c.m + i)] + cexp[size_t(l * c.n + j)]);
+          ref = std::ldexp(ref, e);
+          mag = std::ldexp(mag, e);
+        }
+        double sum = 0;
+        for (int sp = 0; sp < c.splits; ++sp) sum += got[size_t(((sp * c.batch + l) * c.m + i) * c.n + j)];
+        if (!std::isfinite(ref) || std::isnan(ref)) {
+          inf_seen = inf_seen || !std::isfinite(sum);
+          continue;
+        }
+        const double err = std::fabs(sum - ref) / (mag > 0 ? mag : 1.0);
+        if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : std::max(worst, err);
+      }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "max error %.2e of sum |terms|, flag %d", worst, flag);
+  *detail = buf;
+  if (c.with_inf) return flag == 1 && inf_seen && worst <= std::ldexp(1.0, -20);
+  return worst <= std::ldexp(1.0, -20) && flag == 0;
+}
+
+// ----------------------------------------------------------------- int8 --
+
+struct Int8Case {
+  int64_t batch, m, n, k;
+  int config;  // 0 wide, 1 stream-K
+  bool extreme;  // every entry -128: the int32 bound
+};
+
+std::vector<Int8Case> int8_cases() {
+  std::vector<Int8Case> out;
+  const int64_t ms[] = {1, 7, 129, 1000}, ns[] = {4, 12, 260, 1028}, ks[] = {16, 48, 1008, 4096};
+  for (int cfg = 0; cfg < 2; ++cfg)
+    for (int64_t m : ms)
+      for (int64_t n : ns)
+        for (int64_t k : ks)
+          if (double(m) * n * k <= 2e8) out.push_back({(m * n) % 3 == 0 ? 2 : 1, m, n, k, cfg, false});
+  out.push_back({1, 2, 4, int8::kMaxExactK - 15, 0, true});
+  out.push_back({1, 2, 4, int8::kMaxExactK - 15, 1, true});
+  out.push_back({9, 256, 256, 512, 0, false});  // ozaki2-like: moduli batched
+  return out;
+}
+
+std::string label(const Int8Case& c) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "int8 %lldx%lldx%lldx%lld %s%s", (long long)c.batch, (long long)c.m,
+                (long long)c.k, (long long)c.n, c.config ? "stream-K" : "wide", c.extreme ? " all -128" : "");
+  return buf;
+}
+
+bool run_int8(const Int8Case& c, std::mt19937_64& rng, std::string* detail) {
+  std::uniform_int_distribution<int> u(-128, 127);
+  std::vector<int8_t> a(size_t(c.batch * c.m * c.k)), b(size_t(c.batch * c.n * c.k));
+  for (auto& x : a) x = c.extreme ? -128 : int8_t(u(rng));
+  for (auto& x : b) x = c.extreme ? -128 : int8_t(u(rng));
+  Device da(a.size()), db(b.size()), dc(size_t(c.batch * c.m * c.n) * 4);
+  upload(da, a);
+  upload(db, b);
+  int8::GemmProblem p;
+  p.a = static_cast<int8_t*>(da.ptr);
+  p.b = static_cast<int8_t*>(db.ptr);
+  p.c = static_cast<int32_t*>(dc.ptr);
+  p.batch = c.batch;
+  p.m = c.m;
+  p.n = c.n;
+  p.k = c.k;
+  const auto cfg = c.config ? int8::GemmConfig::kStreamK : int8::GemmConfig::kWide;
+  const int sms = int8::sm_count();
+  const size_t ws_bytes = int8::workspace_size(cfg, p, sms);
+  Device ws(ws_bytes);
+  std::string why = int8::run(cfg, p, sms, ws_bytes ? ws.ptr : nullptr, nullptr);
+  if (!why.empty()) {
+    *detail = "run: " + why;
+    return false;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = download<int32_t>(dc, size_t(c.batch * c.m * c.n));
+  int64_t wrong = 0;
+  for (int64_t l = 0; l < c.batch; ++l)
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        int64_t ref = 0;
+        for (int64_t k = 0; k < c.k; ++k)
+          ref += int64_t(a[size_t((l * c.m + i) * c.k + k)]) * b[size_t((l * c.n + j) * c.k + k)];
+        wrong += got[size_t((l * c.m + i) * c.n + j)] != ref;
+      }
+  *detail = std::to_string(wrong) + " entries differ from the int64 reference; workspace " +
+            std::to_string(ws_bytes) + " B";
+  return wrong == 0;
+}
+
+// ------------------------------------------------------------------ crt --
+
+struct CrtCase {
+  int64_t batch, m, n;
+  int nmod;
+};
+
+std::vector<CrtCase> crt_cases() {
+  return {{1, 1, 1, 2}, {2, 7, 5, 8}, {1, 129, 131, 9}, {3, 33, 1000, 12}, {1, 1000, 17, 20}};
+}
+
+std::string label(const CrtCase& c) {
+  char buf[120];
+  std::snprintf(buf, sizeof buf, "crt %lldx%lldx%lld moduli=%d", (long long)c.batch, (long long)c.m,
+                (long long)c.n, c.nmod);
+  return buf;
+}
+
+bool run_crt(const CrtCase& c, std::mt19937_64& rng, std::string* detail) {
+  // The first moduli of jaxemu/_ozaki2.py: greedy pairwise coprime from 256 down.
+  std::vector<int64_t> moduli;
+  for (int64_t m = 256; int(moduli.size()) < c.nmod; --m) {
+    bool ok = true;
+    for (int64_t x : moduli) {
+      int64_t a = m, b = x;
+      while (b) { int64_t t = a % b; a = b; b = t; }
+      ok = ok && a == 1;
+    }
+    if (ok) moduli.push_back(m);
+  }
+  const int64_t total = c.batch * c.m * c.n;
+  std::uniform_int_distribution<int32_t> up(INT32_MIN, INT32_MAX);
+  std::uniform_int_distribution<int> ue(-60, 60);
+  std::vector<int32_t> prod(size_t(c.nmod * total)), row(size_t(c.batch * c.m)), col(size_t(c.batch * c.n));
+  for (auto& x : prod) x = up(rng);
+  for (auto& x : row) x = ue(rng);
+  for (auto& x : col) x = ue(rng);
+  Device dp(prod.size() * 4), dr(row.size() * 4), dl(col.size() * 4), dc(size_t(total) * 4);
+  upload(dp, prod);
+  upload(dr, row);
+  upload(dl, col);
+  int8::CrtProblem p;
+  std::string why = int8::setup_crt(moduli, &p);
+  if (!why.empty()) {
+    *detail = why;
+    return false;
+  }
+  p.p = static_cast<int32_t*>(dp.ptr);
+  p.row_exp = static_cast<int32_t*>(dr.ptr);
+  p.col_exp = static_cast<int32_t*>(dl.ptr);
+  p.c = static_cast<float*>(dc.ptr);
+  p.batch = c.batch;
+  p.m = c.m;
+  p.n = c.n;
+  why = int8::run(p, nullptr);
+  if (!why.empty()) {
+    *detail = "run: " + why;
+    return false;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = download<float>(dc, size_t(total));
+  int8::CrtProblem h = p;
+  h.p = prod.data();
+  h.row_exp = row.data();
+  h.col_exp = col.data();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    const float ref = int8::crt_element(h, i, total);
+    const float g = got[size_t(i)];
+    // Device FMA contraction may move the double sum by an ulp of a double:
+    // after the float rounding, at most one float ulp apart.
+    const bool same = g == ref || (std::isfinite(ref) && std::fabs(g - ref) <= std::fabs(std::nextafter(ref, 0.f) - ref));
+    wrong += !same;
+  }
+  *detail = std::to_string(wrong) + " entries differ from the host reconstruction";
+  return wrong == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string family;
+  bool list = false;
+  long start = 0, count = -1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--list") list = true;
+    else if (a == "--family" && i + 1 < argc) family = argv[++i];
+    else if (a == "--start" && i + 1 < argc) start = std::atol(argv[++i]);
+    else if (a == "--count" && i + 1 < argc) count = std::atol(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: %s [--list] [--family fused|int8|crt] [--start N] [--count N]\n", argv[0]);
+      return 2;
+    }
+  }
+  struct Entry {
+    std::string label;
+    int family;
+    size_t index;
+  };
+  std::vector<Entry> cases;
+  const auto fc = fused_cases();
+  const auto ic = int8_cases();
+  const auto cc = crt_cases();
+  if (family.empty() || family == "fused")
+    for (size_t i = 0; i < fc.size(); ++i) cases.push_back({label(fc[i]), 0, i});
+  if (family.empty() || family == "int8")
+    for (size_t i = 0; i < ic.size(); ++i) cases.push_back({label(ic[i]), 1, i});
+  if (family.empty() || family == "crt")
+    for (size_t i = 0; i < cc.size(); ++i) cases.push_back({label(cc[i]), 2, i});
+  const long end = count < 0 ? long(cases.size()) : std::min(long(cases.size()), start + count);
+  if (list) {
+    for (long i = start; i < end; ++i) std::printf("%ld %s\n", i, cases[size_t(i)].label.c_str());
+    std::printf("cases: %ld of %zu\n", std::max(0L, end - start), cases.size());
+    return 0;
+  }
+  std::string why;
+  if (!device_supported(0, &why)) {
+    std::fprintf(stderr, "device 0: %s\n", why.c_str());
+    return 2;
+  }
+  int failures = 0;
+  for (long i = start; i < end; ++i) {
+    const Entry& e = cases[size_t(i)];
+    std::mt19937_64 rng(uint64_t(i) * 7919 + 17);  // a case's data depend only on its index
+    std::string detail;
+    bool ok = e.family == 0 ? run_fused(fc[e.index], rng, &detail)
+              : e.family == 1 ? run_int8(ic[e.index], rng, &detail)
+                              : run_crt(cc[e.index], rng, &detail);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) {
+      ok = false;
+      detail += std::string("; CUDA error: ") + cudaGetErrorString(err);
+    }
+    failures += !ok;
+    std::printf("%s %ld %s: %s\n", ok ? "ok  " : "FAIL", i, e.label.c_str(), detail.c_str());
+    std::fflush(stdout);
+  }
+  std::printf("kernel_check: %d failed of %ld\n", failures, std::max(0L, end - start));
+  return failures ? 1 : 0;
+}
