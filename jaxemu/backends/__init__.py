@@ -85,6 +85,14 @@ def backend_for(scheme, platform: Optional[str] = None) -> str:
     return registered(platform).name if handles(scheme, platform) else "xla"
 
 
+def xla_runs_parts(scheme, platform: Optional[str] = None, backend: str = "default") -> bool:
+    """True when ``product_for(platform, backend)`` runs every concrete part of
+    ``scheme`` on the xla backend: auto can then split each operand once for
+    all its hybrids' products (jaxemu/auto.py)."""
+    reg = registered(platform)
+    return backend == "xla" or reg is None or not any(reg.handles(p) for p in get_scheme(scheme).parts)
+
+
 def product_for(platform: str, backend: str = "default") -> Product:
     """The concrete product that ``backend`` ("default", "xla" or a registered
     backend's name) runs on ``platform``: each scheme on the registered
