@@ -65,7 +65,12 @@ bf16x6 and FP32 products of it. Nothing below this module imports it.
 4. At run time the fastest candidate the test allows runs. The common case
    costs one conditional: when fp16x3 is the fastest candidate and passes,
    it runs; otherwise the hybrids' tests run and lax.switch picks among the
-   rest (only the chosen branch executes; FP32 is always allowed).
+   rest (only the chosen branch executes; FP32 is always allowed). Every
+   candidate is compiled, so the hybrids share one branch that splits A and
+   B once per scheme (the backend's SplitProduct), gathers each product's
+   slices, and applies FP32's special values once to C: the same numbers as
+   each product run on its own, in a program several times smaller than
+   one holding every product whole (issue 13, docs/auto.md "Compile time").
 NaN/Inf need no class of their own: every scheme reproduces FP32's NaN/Inf
 pattern (backends/xla.py), and the test reads the finite values only.
 Known limit: fp16x3 keeps 22-23 significant bits per value, so where an
@@ -86,7 +91,7 @@ import numpy as np
 from jax import lax
 
 from . import costs
-from .backends import backend_for, xla
+from .backends import SplitProduct, backend_for, xla
 from .backends.xla import exponent, ldexp
 from .schemes import Auto, get_scheme
 
@@ -549,14 +554,8 @@ def _assemble(cand: Candidate, a, b, order, inverse, product: Callable, take_a, 
 
 
 def _take(x, idx, axis: int):
-    """x's entries ``idx`` (B, r) along ``axis``, per batch element, or x
-    where idx is None. x: (B, R, C), or slices stacked in front (S, B, R, C).
-    The indices are a permutation's entries: in bounds."""
-    if idx is None:
-        return x
-    shape = [1] * x.ndim
-    shape[x.ndim - 3], shape[axis] = idx.shape
-    return jnp.take_along_axis(x, idx.reshape(shape), axis=axis, mode="promise_in_bounds")
+    """x's entries ``idx`` (B, r) along ``axis`` (x: (B, R, C)), or x where idx is None."""
+    return x if idx is None else xla.take_along(x, idx, axis)
 
 
 def _run(cand: Candidate, a, b, order, inverse, product: Callable):
@@ -572,37 +571,28 @@ def _run_pure(cand: Candidate, product: Callable, a, b, *unused):
     return product(a, b, get_scheme(cand.scheme))
 
 
-def _run_split(cand: Candidate, splits, order, inverse, platform: str):
+def _run_split(cand: Candidate, splits, order, inverse, split: SplitProduct):
     """A hybrid from operands split once (``_hybrids_shared``): each product
-    gathers the slices of its rows and columns (a row is split on its own,
-    so the gathered slices are the slices of the gathered rows, bit for bit)."""
-    def side(split, axis, idx):  # (S, B, R, K) or (S, B, K, N) slices, (B, R, 1) or (B, 1, N) exponents
-        stacked, e = split
-        stacked = _take(stacked, idx, axis + 1)
-        return list(stacked), (None if e is None else _take(e, idx, axis))
-
+    takes the split of its rows and columns."""
     def product(a_split, b_split, s):
-        return xla.split_product(a_split, b_split, s, platform)
+        return split.product(a_split, b_split, s)
     return _assemble(cand, splits, splits, order, inverse, product,
-                     lambda sp, s, rows: side(sp[s.name][0], 1, rows),
-                     lambda sp, s, cols: side(sp[s.name][1], 2, cols))
+                     lambda sp, s, rows: sp[s.name][0] if rows is None else split.rows(sp[s.name][0], rows),
+                     lambda sp, s, cols: sp[s.name][1] if cols is None else split.cols(sp[s.name][1], cols))
 
 
-def _hybrids_shared(hybrids, a, b, order, inverse, which, platform: str):
-    """The hybrid ``hybrids[which]`` with every part on the xla backend, as
-    its products through the backend would compute it, with the work they
-    would repeat done once for all the hybrids: the split of A and B for
-    each scheme (on their finite parts), and FP32's special values (on the
-    whole C; they depend on each entry's row and column only). A hybrid's
-    products are then its slice products alone, and the compiled program
-    holds the splits once instead of once per product of every hybrid."""
+def _hybrids_shared(hybrids, a, b, order, inverse, which, split: SplitProduct, platform: str):
+    """The hybrid ``hybrids[which]``, as its products through the backend
+    would compute it, with the work that they would each repeat done once
+    for all the hybrids: the split of A and B for each scheme (of their
+    finite parts), and FP32's special values (on the whole C: where they
+    change an entry depends on its row and column only). A hybrid's
+    products are then their slice products alone, and the compiled program
+    holds the splits once, not once per product of every hybrid (issue 13)."""
     a0, b0, fin_a, fin_b = xla.finite_parts(a, b)
-    splits = {}
-    for name in dict.fromkeys(["fp16x3"] + [c.scheme for c in hybrids]):
-        # The slices stacked (one gather takes them all), in their own dtype
-        # (exact; the gathers move half the bytes).
-        splits[name] = tuple((jnp.stack(sl), e) for sl, e in xla.split_operands(a0, b0, get_scheme(name), low=True))
-    branches = [functools.partial(_run_split, c, platform=platform) for c in hybrids]
+    splits = {name: split.split(a0, b0, get_scheme(name))
+              for name in dict.fromkeys(["fp16x3"] + [c.scheme for c in hybrids])}
+    branches = [functools.partial(_run_split, c, split=split) for c in hybrids]
     c = branches[0](splits, order, inverse) if len(hybrids) == 1 else \
         lax.switch(which, branches, splits, order, inverse)
     return xla.fp32_special_values(c, a, b, a0, b0, fin_a, fin_b, platform)
@@ -614,7 +604,7 @@ def choice_index(candidates, test: DataTest):
     return jnp.argmax(test.allowed(candidates))
 
 
-def _choose(candidates, a, b, test: DataTest, product: Callable, platform: str, shared: bool):
+def _choose(candidates, a, b, test: DataTest, product: Callable, platform: str, split: Optional[SplitProduct]):
     # Branches get arrays as operands, not closures over tracers (JAX may
     # cache the branch functions).
     hybrids = [i for i, c in enumerate(candidates) if c.hybrid]
@@ -625,7 +615,7 @@ def _choose(candidates, a, b, test: DataTest, product: Callable, platform: str, 
     if len(candidates) == 1:
         return _run(candidates[0], a, b, order, inverse, product)
     index = choice_index(candidates, test)
-    if not (shared and hybrids):
+    if split is None or not hybrids:
         branches = [functools.partial(_run, c, product=product) for c in candidates]
         return lax.switch(index, branches, a, b, order, inverse)
     # One branch per pure candidate, one for all the hybrids (they share
@@ -634,18 +624,20 @@ def _choose(candidates, a, b, test: DataTest, product: Callable, platform: str, 
     branch = np.array([pures.index(i) if i in pures else len(pures) for i in range(len(candidates))], np.int32)
     which = np.array([hybrids.index(i) if i in hybrids else 0 for i in range(len(candidates))], np.int32)
     branches = [functools.partial(_run_pure, candidates[i], product) for i in pures]
-    branches.append(functools.partial(_hybrids_shared, tuple(candidates[i] for i in hybrids), platform=platform))
+    branches.append(functools.partial(_hybrids_shared, tuple(candidates[i] for i in hybrids), split=split,
+                                      platform=platform))
     return lax.switch(jnp.asarray(branch)[index], branches, a, b, order, inverse, jnp.asarray(which)[index])
 
 
-def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xla", shared: bool = False):
+def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xla",
+             split: Optional[SplitProduct] = None):
     """The auto scheme on canonical f32 operands a (B, M, K), b (B, K, N)
     (may contain NaN/Inf). ``product(a, b, scheme)`` is the backends'
     concrete product (jaxemu.backends.product_for), ``backend`` the name of
     the backend it runs the emulated schemes on (for the cost model);
-    ``shared``: ``product`` runs fp16x3 and bf16x6 on the xla backend
-    (backends.xla_runs_parts), so the hybrids may split the operands once
-    for all their products (the same numbers, a smaller program)."""
+    ``split``: that backend's product in two steps (backends.split_product_for),
+    with which the hybrids split the operands once for all their products
+    (the same numbers, a smaller program), or None: each product on its own."""
     bsz, m, k = a.shape
     n = b.shape[2]
     if a.size == 0 or b.size == 0:
@@ -656,13 +648,13 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     test = DataTest.of(a, b, s)
     first, rest = pl.candidates[0], pl.candidates[1:]
     if not (first.scheme == "fp16x3" and not first.hybrid):
-        return _choose(pl.candidates, a, b, test, product, platform, shared)
+        return _choose(pl.candidates, a, b, test, product, platform, split)
     # The common case costs one conditional; the hybrids' sorts run only
     # when fp16x3 is refused.
     ok = test.fp16x3_ok
 
     def refused(a, b, st, computed):
-        return _choose(rest, a, b, DataTest(st, (m, k, n), s.criterion).resume(computed), product, platform, shared)
+        return _choose(rest, a, b, DataTest(st, (m, k, n), s.criterion).resume(computed), product, platform, split)
     return lax.cond(ok, lambda a, b, st, computed: product(a, b, get_scheme("fp16x3")), refused,
                     a, b, test.st, test.computed())
 

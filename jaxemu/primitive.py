@@ -164,7 +164,7 @@ def impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_shardin
     if scheme.parts != (scheme,):  # composite: auto, above the backends
         runs_on = "xla" if backend == "xla" else backends.backend_for(scheme, platform)
         c = auto.auto_dot(a, b, scheme, platform, product, runs_on,
-                          shared=backends.xla_runs_parts(scheme, platform, backend))
+                          split=backends.split_product_for(scheme, platform, backend))
     else:
         c = product(a, b, scheme)
     return c.reshape(ds.out_shape).astype(out_dtype)

@@ -50,6 +50,22 @@ def cholesky(n=512, block=128, shapes_only=False):
     return (lambda a: chol(a, block)), [a], f"cholesky n={n} block {block} ({n // block - 1} GEMMs)"
 
 
+def candidate_counts(f, args, scheme):
+    """How many candidates auto compiles for each emulated product of f."""
+    from jaxemu.auto import plan
+    from jaxemu.dims import dot_shape
+    out = []
+    args = [jnp.zeros(x.shape, x.dtype) if isinstance(x, jax.ShapeDtypeStruct) else x for x in args]
+    with jax.default_matmul_precision("highest"):
+        infos = jaxemu.explain(f, *args, scheme=scheme)
+    for d in infos:
+        if d.scheme is None:
+            continue
+        ds = dot_shape(d.info.lhs, d.info.rhs, d.info.dimension_numbers)
+        out.append(len(plan(ds.b, ds.m, ds.n, ds.k, scheme, jax.default_backend()).candidates))
+    return out
+
+
 def measure(f, args, scheme, run=True):
     g = jax.jit(jaxemu.emulate(f, scheme=scheme))
     with jax.default_matmul_precision("highest"):
@@ -78,6 +94,7 @@ def main(argv=None):
     p.add_argument("--n", type=int, default=512)
     p.add_argument("--block", type=int, default=128)
     p.add_argument("--gemms", type=int, default=4)
+    p.add_argument("--auto-block", type=int, default=None, help="auto's split granularity (default 128)")
     p.add_argument("--model", choices=("counts", "h200"), default="counts")
     p.add_argument("--compile-only", action="store_true")
     args = p.parse_args(argv)
@@ -87,10 +104,12 @@ def main(argv=None):
         model = costs.model_for("NVIDIA H200", "cuda")
         auto._cost_model = lambda s, platform, backend: model
         auto_scheme = jaxemu.get_scheme("auto")
+    if args.auto_block:
+        auto_scheme = auto_scheme.replace(block=args.auto_block)
     print(f"jax {jax.__version__}, {jax.devices()[0].device_kind}")
     for app in args.apps.split(","):
         f, xs, desc = gemms(args.gemms) if app == "gemms" else cholesky(args.n, args.block, args.compile_only)
-        print(desc)
+        print(f"{desc}; auto's candidates per product: {candidate_counts(f, xs, auto_scheme)}")
         print(f"  {'scheme':<8}{'lower s':>9}{'compile s':>11}{'StableHLO chars':>17}{'HLO chars':>11}"
               f"{'HLO ops':>9}{'run s':>8}")
         for name in args.schemes.split(","):

@@ -352,7 +352,7 @@ def test_auto_computes_exactly_what_it_chooses(criterion):
     from jaxemu.backends import product_for
     s = AUTO.replace(criterion=criterion)
     run = auto_dot if criterion == "normwise" else auto_cw_dot
-    unshared = jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], s, "cpu", product_for("cpu"), shared=False)[0])
+    unshared = jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], s, "cpu", product_for("cpu"))[0])
     bits = lambda x: np.asarray(x).view(np.uint32)  # noqa: E731
     for kind, choice in CHOICES:
         a, b = adversarial(kind, np.random.default_rng(0))  # (a seed on which the choices are the listed ones)

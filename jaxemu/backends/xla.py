@@ -313,17 +313,10 @@ def xla_level_sum(a_sl, b_sl, s: FloatSplit, platform: str):
     return _combine_levels(accs, s.levels, s.lo_scale_bits)
 
 
-def split_operands(a, b, s: FloatSplit, low: bool = False):
+def split_operands(a, b, s: FloatSplit):
     """The slices of finite canonical operands, each with its scaling
-    exponents: ((a_slices, ea), (b_slices, eb)); ``low``: the slices in
-    their low-precision dtype (exact: they hold values of that format).
-    Every row of A (column of B) is split on its own, so the split of some
-    of its rows, in any order, is those rows of its split (auto's hybrids
-    split once and gather)."""
-    out = split_float(a, s, axis=2), split_float(b, s, axis=1)  # rows of A, columns of B: along K
-    if low:
-        out = tuple(([x.astype(_LOW_DTYPE[s.fmt]) for x in sl], e) for sl, e in out)
-    return out
+    exponents: ((a_slices, ea), (b_slices, eb))."""
+    return split_float(a, s, axis=2), split_float(b, s, axis=1)  # rows of A, columns of B: along K
 
 
 def split_product(a_split, b_split, s: FloatSplit, platform: str, level_sum=xla_level_sum):
@@ -339,6 +332,39 @@ def float_split_dot(a, b, s: FloatSplit, platform: str, level_sum=xla_level_sum)
     """FloatSplit schemes on finite canonical operands. ``level_sum`` computes
     the slice products (the CUDA backend passes its promoted GEMMs)."""
     return split_product(*split_operands(a, b, s), s, platform, level_sum)
+
+
+# The same product in two steps (backends.SplitProduct): the slices stacked
+# in front, (S, B, M, K) and (S, B, K, N), so that one gather takes a row's
+# slices, and in their own dtype (exact: they hold values of that format;
+# gathers move half the bytes). A row of A (column of B) is split on its
+# own: the split of some rows, in any order, is those rows of the split.
+
+def take_along(x, idx, axis: int, batch_axis: int = 0):
+    """x's entries ``idx`` (B, r) along ``axis``, per batch element (x's axis
+    ``batch_axis`` has length B). The indices must be in bounds."""
+    shape = [1] * x.ndim
+    shape[batch_axis], shape[axis] = idx.shape
+    return jnp.take_along_axis(x, idx.reshape(shape), axis=axis, mode="promise_in_bounds")
+
+
+def split_stacked(a, b, s: FloatSplit):
+    return tuple((jnp.stack([x.astype(_LOW_DTYPE[s.fmt]) for x in sl]), e) for sl, e in split_operands(a, b, s))
+
+
+def stacked_rows(split, idx):
+    stacked, e = split  # (S, B, M, K), (B, M, 1)
+    return take_along(stacked, idx, 2, 1), (None if e is None else take_along(e, idx, 1))
+
+
+def stacked_cols(split, idx):
+    stacked, e = split  # (S, B, K, N), (B, 1, N)
+    return take_along(stacked, idx, 3, 1), (None if e is None else take_along(e, idx, 2))
+
+
+def stacked_product(a_split, b_split, s: FloatSplit, platform: str):
+    (a_st, ea), (b_st, eb) = a_split, b_split
+    return split_product((list(a_st), ea), (list(b_st), eb), s, platform)
 
 
 def int8_tile_stats(a, b, s: Int8Split):
