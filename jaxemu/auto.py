@@ -65,7 +65,12 @@ bf16x6 and FP32 products of it. Nothing below this module imports it.
 4. At run time the fastest candidate the test allows runs. The common case
    costs one conditional: when fp16x3 is the fastest candidate and passes,
    it runs; otherwise the hybrids' tests run and lax.switch picks among the
-   rest (only the chosen branch executes; FP32 is always allowed).
+   rest (only the chosen branch executes; FP32 is always allowed). Every
+   candidate is compiled, so the hybrids share one branch that splits A and
+   B once per scheme (the backend's SplitProduct), gathers each product's
+   slices, and applies FP32's special values once to C: the same numbers as
+   each product run on its own, in a program several times smaller than
+   one holding every product whole (issue 13, docs/auto.md "Compile time").
 NaN/Inf need no class of their own: every scheme reproduces FP32's NaN/Inf
 pattern (backends/xla.py), and the test reads the finite values only.
 Known limit: fp16x3 keeps 22-23 significant bits per value, so where an
@@ -82,10 +87,11 @@ import functools
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from . import costs
-from .backends import backend_for
+from .backends import SplitProduct, backend_for, xla
 from .backends.xla import exponent, ldexp
 from .schemes import Auto, get_scheme
 
@@ -449,9 +455,11 @@ class DataTest:
         return (cum(v.fa * v.fa, pa), cum(v.la * v.la, pa), cum(v.fb * v.fb, pb), cum(v.lb * v.lb, pb),
                 cum(v.w, pa), cum(wq, pa))
 
-    def hybrid_ok(self, rows: int, cols: int):
-        """fp16x3 on the first ``rows`` rows x ``cols`` columns in ``order``
-        (every batch element), bf16x6 on the rest of C."""
+    def hybrids_ok(self, rows, cols):
+        """For each pair (rows[h], cols[h]): fp16x3 on the first ``rows[h]``
+        rows x ``cols[h]`` columns in ``order`` (every batch element), bf16x6
+        on the rest of C; one vectorized test for all the hybrids (H,)."""
+        rows, cols = np.asarray(rows), np.asarray(cols)
         if self.criterion == "componentwise":
             ca, cb = self.classes
 
@@ -459,16 +467,41 @@ class DataTest:
                 return (c == 0).sum(axis=1).min(initial=c.shape[1]) >= need
             return self.bf16x6_ok & enough(ca, rows) & enough(cb, cols)
         cfa, cla, cfb, clb, cw, cwq = self._prefix
-        p, q = rows - 1, cols - 1
+        p, q = rows - 1, cols - 1                                          # (B, H) below
         lhs = self._lhs(jnp.sqrt(cfa[:, p]), jnp.sqrt(cla[:, p]), jnp.sqrt(cfb[:, q]), jnp.sqrt(clb[:, q]))
         terms = self._terms(cw[:, p], cwq[:, p])
-        return self.bf16x6_ok & jnp.all(lhs <= self._scaled.rhs) & jnp.all(terms >= MIN_TERMS)
+        return (self.bf16x6_ok & jnp.all(lhs <= self._scaled.rhs[:, None], axis=0)
+                & jnp.all(terms >= MIN_TERMS, axis=0))
+
+    def hybrid_ok(self, rows: int, cols: int):
+        """fp16x3 on the first ``rows`` rows x ``cols`` columns in ``order``
+        (every batch element), bf16x6 on the rest of C."""
+        return self.hybrids_ok([rows], [cols])[0]
 
     def allows(self, cand: Candidate):
         if cand.hybrid:
             return self.hybrid_ok(cand.rows, cand.cols)
         return {"fp16x3": lambda: self.fp16x3_ok, "bf16x6": lambda: self.bf16x6_ok,
                 "fp32": lambda: jnp.bool_(True)}[cand.scheme]()
+
+    def allowed(self, candidates):
+        """``allows`` of each candidate, stacked (the hybrids tested together)."""
+        hyb = [i for i, c in enumerate(candidates) if c.hybrid]
+        ok_h = self.hybrids_ok([candidates[i].rows for i in hyb], [candidates[i].cols for i in hyb]) if hyb else None
+        return jnp.stack([ok_h[hyb.index(i)] if c.hybrid else self.allows(c) for i, c in enumerate(candidates)])
+
+    # -- carrying the test into a conditional's branch ------------------------
+    _CARRIED = ("classes", "_scaled")
+
+    def computed(self) -> Dict[str, object]:
+        """The parts of the test computed so far (a pytree of arrays): passed
+        into a conditional's branch with ``Stats`` and given to ``resume``
+        there, they are not traced and computed a second time."""
+        return {k: self.__dict__[k] for k in self._CARRIED if k in self.__dict__}
+
+    def resume(self, computed: Dict[str, object]) -> "DataTest":
+        self.__dict__.update(computed)
+        return self
 
 
 def _panel_classes(row_cls, block: int):
@@ -495,51 +528,116 @@ def block_counts(row_cls, col_cls, s: Auto):
     return tuple((need == c).sum().astype(jnp.int32) for c in (0, 1, 2))
 
 
-def _run(cand: Candidate, a, b, order, product: Callable):
-    if not cand.hybrid:
-        return product(a, b, get_scheme(cand.scheme))
-    m, n, p, q = a.shape[1], b.shape[2], cand.rows, cand.cols
+def _assemble(cand: Candidate, a, b, order, inverse, product: Callable, take_a, take_b):
+    """A hybrid's C from its products: fp16x3 on the top-left p x q block of
+    C in ``order``, cand.scheme on the rest, rows and columns back in place
+    (``inverse``: the inverse permutations). ``take_a(a, scheme, rows)``
+    gives the operand of a product from A's rows ``rows`` (a slice of
+    ``order[0]``, or None: all of them, unpermuted), ``take_b`` likewise
+    from B's columns."""
+    m, n, p, q = order[0].shape[1], order[1].shape[1], cand.rows, cand.cols
     row_perm, col_perm = order
     # The rows and columns most fit for fp16x3 first; a side not split
     # (p = M or q = N) is left as it is.
-    if p < m:
-        a = jnp.take_along_axis(a, row_perm[:, :, None], axis=1)
-    if q < n:
-        b = jnp.take_along_axis(b, col_perm[:, None, :], axis=2)
+    top = row_perm[:, :p] if p < m else None
+    left, right = (col_perm[:, :q], col_perm[:, q:]) if q < n else (None, None)
     fp16x3, rest = get_scheme("fp16x3"), get_scheme(cand.scheme)
-    c = product(a[:, :p], b[:, :, :q], fp16x3)
+    c = product(take_a(a, fp16x3, top), take_b(b, fp16x3, left), fp16x3)
     if q < n:
-        c = jnp.concatenate([c, product(a[:, :p], b[:, :, q:], rest)], axis=2)
+        c = jnp.concatenate([c, product(take_a(a, rest, top), take_b(b, rest, right), rest)], axis=2)
     if p < m:
-        c = jnp.concatenate([c, product(a[:, p:], b, rest)], axis=1)
-        c = jnp.take_along_axis(c, jnp.argsort(row_perm, axis=1)[:, :, None], axis=1)  # rows back in place
+        bottom = product(take_a(a, rest, row_perm[:, p:]), take_b(b, rest, col_perm if q < n else None), rest)
+        c = _take(jnp.concatenate([c, bottom], axis=1), inverse[0], 1)  # rows back in place
     if q < n:
-        c = jnp.take_along_axis(c, jnp.argsort(col_perm, axis=1)[:, None, :], axis=2)  # columns back in place
+        c = _take(c, inverse[1], 2)  # columns back in place
     return c
+
+
+def _take(x, idx, axis: int):
+    """x's entries ``idx`` (B, r) along ``axis`` (x: (B, R, C)), or x where idx is None."""
+    return x if idx is None else xla.take_along(x, idx, axis)
+
+
+def _run(cand: Candidate, a, b, order, inverse, product: Callable):
+    """One candidate through the backends' products (each product splits its
+    operands and applies FP32's special values itself)."""
+    if not cand.hybrid:
+        return product(a, b, get_scheme(cand.scheme))
+    return _assemble(cand, a, b, order, inverse, product,
+                     lambda a, s, rows: _take(a, rows, 1), lambda b, s, cols: _take(b, cols, 2))
+
+
+def _run_pure(cand: Candidate, product: Callable, a, b, *unused):
+    return product(a, b, get_scheme(cand.scheme))
+
+
+def _run_split(cand: Candidate, splits, order, inverse, split: SplitProduct):
+    """A hybrid from operands split once (``_hybrids_shared``): each product
+    takes the split of its rows and columns."""
+    def product(a_split, b_split, s):
+        return split.product(a_split, b_split, s)
+    return _assemble(cand, splits, splits, order, inverse, product,
+                     lambda sp, s, rows: sp[s.name][0] if rows is None else split.rows(sp[s.name][0], rows),
+                     lambda sp, s, cols: sp[s.name][1] if cols is None else split.cols(sp[s.name][1], cols))
+
+
+def _hybrids_shared(hybrids, a, b, order, inverse, which, split: SplitProduct, platform: str):
+    """The hybrid ``hybrids[which]``, as its products through the backend
+    would compute it, with the work that they would each repeat done once
+    for all the hybrids: the split of A and B for each scheme (of their
+    finite parts), and FP32's special values (on the whole C: where they
+    change an entry depends on its row and column only). A hybrid's
+    products are then their slice products alone, and the compiled program
+    holds the splits once, not once per product of every hybrid (issue 13)."""
+    a0, b0, fin_a, fin_b = xla.finite_parts(a, b)
+    splits = {name: split.split(a0, b0, get_scheme(name))
+              for name in dict.fromkeys(["fp16x3"] + [c.scheme for c in hybrids])}
+    branches = [functools.partial(_run_split, c, split=split) for c in hybrids]
+    c = branches[0](splits, order, inverse) if len(hybrids) == 1 else \
+        lax.switch(which, branches, splits, order, inverse)
+    return xla.fp32_special_values(c, a, b, a0, b0, fin_a, fin_b, platform)
 
 
 def choice_index(candidates, test: DataTest):
     """Index in ``candidates`` (sorted by time) of the first one the test
     allows (the last one, fp32, is always allowed)."""
-    ok = jnp.stack([test.allows(c) for c in candidates])
-    return jnp.argmax(ok)
+    return jnp.argmax(test.allowed(candidates))
 
 
-def _choose(candidates, a, b, test: DataTest, product: Callable):
+def _choose(candidates, a, b, test: DataTest, product: Callable, platform: str, split: Optional[SplitProduct]):
     # Branches get arrays as operands, not closures over tracers (JAX may
     # cache the branch functions).
-    order = test.order if any(c.hybrid for c in candidates) else None
+    hybrids = [i for i, c in enumerate(candidates) if c.hybrid]
+    order = inverse = None
+    if hybrids:
+        order = test.order
+        inverse = tuple(jnp.argsort(x, axis=1) for x in order)  # computed once, not per branch
     if len(candidates) == 1:
-        return _run(candidates[0], a, b, order, product)
-    branches = [functools.partial(_run, c, product=product) for c in candidates]
-    return lax.switch(choice_index(candidates, test), branches, a, b, order)
+        return _run(candidates[0], a, b, order, inverse, product)
+    index = choice_index(candidates, test)
+    if split is None or not hybrids:
+        branches = [functools.partial(_run, c, product=product) for c in candidates]
+        return lax.switch(index, branches, a, b, order, inverse)
+    # One branch per pure candidate, one for all the hybrids (they share
+    # their operands' splits): branch and hybrid of each candidate index.
+    pures = [i for i, c in enumerate(candidates) if not c.hybrid]
+    branch = np.array([pures.index(i) if i in pures else len(pures) for i in range(len(candidates))], np.int32)
+    which = np.array([hybrids.index(i) if i in hybrids else 0 for i in range(len(candidates))], np.int32)
+    branches = [functools.partial(_run_pure, candidates[i], product) for i in pures]
+    branches.append(functools.partial(_hybrids_shared, tuple(candidates[i] for i in hybrids), split=split,
+                                      platform=platform))
+    return lax.switch(jnp.asarray(branch)[index], branches, a, b, order, inverse, jnp.asarray(which)[index])
 
 
-def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xla"):
+def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xla",
+             split: Optional[SplitProduct] = None):
     """The auto scheme on canonical f32 operands a (B, M, K), b (B, K, N)
     (may contain NaN/Inf). ``product(a, b, scheme)`` is the backends'
     concrete product (jaxemu.backends.product_for), ``backend`` the name of
-    the backend it runs the emulated schemes on (for the cost model)."""
+    the backend it runs the emulated schemes on (for the cost model);
+    ``split``: that backend's product in two steps (backends.split_product_for),
+    with which the hybrids split the operands once for all their products
+    (the same numbers, a smaller program), or None: each product on its own."""
     bsz, m, k = a.shape
     n = b.shape[2]
     if a.size == 0 or b.size == 0:
@@ -550,13 +648,15 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     test = DataTest.of(a, b, s)
     first, rest = pl.candidates[0], pl.candidates[1:]
     if not (first.scheme == "fp16x3" and not first.hybrid):
-        return _choose(pl.candidates, a, b, test, product)
+        return _choose(pl.candidates, a, b, test, product, platform, split)
     # The common case costs one conditional; the hybrids' sorts run only
     # when fp16x3 is refused.
+    ok = test.fp16x3_ok
 
-    def refused(a, b, st):
-        return _choose(rest, a, b, DataTest(st, (m, k, n), s.criterion), product)
-    return lax.cond(test.fp16x3_ok, lambda a, b, st: product(a, b, get_scheme("fp16x3")), refused, a, b, test.st)
+    def refused(a, b, st, computed):
+        return _choose(rest, a, b, DataTest(st, (m, k, n), s.criterion).resume(computed), product, platform, split)
+    return lax.cond(ok, lambda a, b, st, computed: product(a, b, get_scheme("fp16x3")), refused,
+                    a, b, test.st, test.computed())
 
 
 def auto_report(a, b, scheme="auto", platform: Optional[str] = None) -> Dict[str, object]:

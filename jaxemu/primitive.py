@@ -163,7 +163,8 @@ def impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_shardin
     product = backends.product_for(platform, backend)
     if scheme.parts != (scheme,):  # composite: auto, above the backends
         runs_on = "xla" if backend == "xla" else backends.backend_for(scheme, platform)
-        c = auto.auto_dot(a, b, scheme, platform, product, runs_on)
+        c = auto.auto_dot(a, b, scheme, platform, product, runs_on,
+                          split=backends.split_product_for(scheme, platform, backend))
     else:
         c = product(a, b, scheme)
     return c.reshape(ds.out_shape).astype(out_dtype)

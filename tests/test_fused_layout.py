@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import jaxemu
+from jaxemu import testing as T
 from jaxemu.backends import cuda_fused as F
 from jaxemu.backends import xla as X
 
@@ -62,3 +63,65 @@ def test_launch_heuristic():
     tiles = (1024 // 128) * (256 // cfg.tile_n)
     assert cfg.splits > 1 and tiles * cfg.splits <= 2 * 132
     assert F.launch_config(1, 1, 64, 1, f16, 132).splits == 1
+
+
+def _kernel_twin(name, out_types):
+    """A stand-in for the fused kernel's FFI call, in plain JAX on the CPU:
+    the weighted sum of the slice products the term table lists, the
+    row/column scaling undone when passed, the result in the first of the
+    partial sums and the NaN/Inf flag. Not the kernel's arithmetic, but a
+    function of exactly what the kernel is given: enough to check the glue
+    around it."""
+    def call(a_sl, b_sl, row, col, term_a, term_b, term_exp, kc_tiles, splits, tile_n):
+        def slices(x):  # (L, R, T, S, TK) -> (S, L, R, T * TK)
+            s = x.shape
+            return jnp.moveaxis(x.astype(jnp.float32), 3, 0).reshape(s[3], s[0], s[1], s[2] * s[4])
+        a, b = slices(a_sl), slices(b_sl)
+        c = sum(jnp.einsum("lmk,lnk->lmn", a[i], b[j], precision="highest") * 2.0 ** int(e)
+                for i, j, e in zip(term_a, term_b, term_exp))
+        if row.size:
+            c = X.ldexp(c, -(row[:, :, None] + col[:, None, :]))
+        parts = jnp.concatenate([c[None], jnp.zeros((int(splits) - 1,) + c.shape, c.dtype)])
+        return parts, (~jnp.all(jnp.isfinite(c))).astype(jnp.int32)[None]
+    return call
+
+
+@pytest.mark.parametrize("criterion", ["normwise", "componentwise"])
+def test_auto_hybrids_split_once_on_the_fused_path(criterion, monkeypatch):
+    """auto's hybrids on the cuda backend split A and B once and gather the
+    kernel's slices (cuda_lowering.split_product): with the kernel replaced
+    by a twin on the CPU, the result is bit for bit that of the hybrid's
+    products run one by one through fused_product, NaN/Inf included (the
+    kernel gets the same slices, row scaling and launch parameters)."""
+    import jax
+    from test_auto import AUTO, adversarial
+
+    from jaxemu import auto
+    from jaxemu.backends import cuda_lowering
+    monkeypatch.setattr(jax.ffi, "ffi_call", _kernel_twin)
+    s = AUTO.replace(criterion=criterion)
+
+    def product(a, b, scheme):  # as the cuda backend's: the kernel for the emulated schemes, XLA for FP32
+        return X.canonical_dot(a, b, scheme, "cuda") if scheme.name == "fp32" else F.fused_product(a, b, scheme)
+
+    def run(split):
+        return jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], s, "cuda", product, "cuda", split=split)[0])
+    shared, alone = run(cuda_lowering.split_product()), run(None)
+    rng = np.random.default_rng(0)
+    # Rows split (both criteria), columns split (componentwise), both (componentwise: test_auto's two-sided case).
+    a2, b2 = T.sample("wide-exp", (96, 160), rng), T.sample("wide-exp", (160, 64), rng)
+    a2[rng.permutation(96)[:60]] = rng.uniform(-1, 1, (60, 160))
+    b2[:, rng.permutation(64)[:40]] = rng.uniform(-1, 1, (160, 40))
+    cases = [adversarial(kind, np.random.default_rng(0)) for kind in ("half the rows wide", "half the columns wide")]
+    splits = set()
+    for a, b in cases + [(a2, b2)]:
+        for specials in (False, True):
+            if specials:
+                a[10:14, 20:24], a[40, 50], b[100:103, 5:8] = np.inf, np.nan, -np.inf
+            rep = jaxemu.auto_report(a, b, s)
+            if rep["scheme"] != "fp16x3+bf16x6":
+                continue
+            splits.add((rep["split"]["rows"] < a.shape[0], rep["split"]["cols"] < b.shape[1]))
+            np.testing.assert_array_equal(np.asarray(shared(a, b)).view(np.uint32),
+                                          np.asarray(alone(a, b)).view(np.uint32), err_msg=f"{rep}, {specials}")
+    assert splits == ({(True, False)} if criterion == "normwise" else {(True, False), (False, True), (True, True)})

@@ -32,12 +32,39 @@ Product = Callable  # (a: f32[B, M, K], b: f32[B, K, N], scheme: Scheme) -> f32[
 
 
 @dataclasses.dataclass(frozen=True)
+class SplitProduct:
+    """A backend's emulated product in two steps, for products that share
+    their operands (auto's hybrids, jaxemu/auto.py). On finite canonical
+    operands a0 (B, M, K), b0 (B, K, N) and a concrete float scheme:
+
+      split(a0, b0, scheme) -> (sa, sb): the operands' slices and scaling
+          exponents, in the backend's layout;
+      rows(sa, idx), cols(sb, idx): the split of A's rows ``idx`` (B, r)
+          (of B's columns), in that order: every row of A (column of B) is
+          split on its own, so this is the split of the gathered rows, bit
+          for bit;
+      product(sa, sb, scheme) -> c (B, r, q): the emulated product, without
+          FP32's special-value rules (the caller applies them once,
+          xla.fp32_special_values).
+
+    So ``product(rows(sa, i), cols(sb, j), s)``, with those rules applied,
+    is the backend's concrete product of a0[:, i] and b0[:, :, j]."""
+
+    split: Callable
+    rows: Callable
+    cols: Callable
+    product: Callable
+
+
+@dataclasses.dataclass(frozen=True)
 class Registered:
-    """A backend's product for one platform, and the concrete schemes it runs."""
+    """A backend's product for one platform, the concrete schemes it runs, and
+    (optionally) the same product in two steps (SplitProduct)."""
 
     name: str
     product: Product
     handles: Callable[[Scheme], bool]
+    split_product: Optional[SplitProduct] = None
 
 
 _REGISTRY: Dict[str, Registered] = {}
@@ -50,10 +77,12 @@ def _platform(platform: Optional[str]) -> str:
     return "cuda" if platform == "gpu" else platform
 
 
-def register_product(platform: str, name: str, product: Product, handles: Callable[[Scheme], bool]) -> None:
+def register_product(platform: str, name: str, product: Product, handles: Callable[[Scheme], bool],
+                     split_product: Optional[SplitProduct] = None) -> None:
     """Install backend ``name``'s concrete product on ``platform`` ("cuda") for
-    the schemes for which ``handles(scheme)`` is true (checked at trace time)."""
-    _REGISTRY[platform] = Registered(name, product, handles)
+    the schemes for which ``handles(scheme)`` is true (checked at trace time),
+    and optionally the same product in two steps (``SplitProduct``)."""
+    _REGISTRY[platform] = Registered(name, product, handles, split_product)
 
 
 def registered(platform: Optional[str] = None) -> Optional[Registered]:
@@ -83,6 +112,20 @@ def backend_for(scheme, platform: Optional[str] = None) -> str:
     (auto), the one that runs its emulated parts."""
     platform = _platform(platform)
     return registered(platform).name if handles(scheme, platform) else "xla"
+
+
+def split_product_for(scheme, platform: Optional[str] = None, backend: str = "default") -> Optional[SplitProduct]:
+    """The SplitProduct of the backend on which ``product_for(platform,
+    backend)`` runs every concrete part of ``scheme`` (auto then splits its
+    operands once for all its hybrids' products, jaxemu/auto.py), or None
+    (the parts run on different backends, or the backend has none)."""
+    platform = _platform(platform)
+    reg = registered(platform)
+    parts = get_scheme(scheme).parts
+    if backend == "xla" or reg is None or not any(reg.handles(p) for p in parts):
+        return SplitProduct(xla.split_stacked, xla.stacked_rows, xla.stacked_cols,
+                            functools.partial(xla.stacked_product, platform=platform))
+    return reg.split_product if all(reg.handles(p) for p in parts) else None
 
 
 def product_for(platform: str, backend: str = "default") -> Product:

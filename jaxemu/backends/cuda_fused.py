@@ -144,14 +144,34 @@ def _slices(x, s: FloatSplit, kp: int):
     return out, e
 
 
+def split_operands(a, b, s: FloatSplit):
+    """The slices of (L, M, K) and (L, K, N) as the kernel reads them, with
+    their scaling exponents (``_slices``; B as the rows of B^T): a row of A
+    (column of B) is split on its own, so the slices of some of its rows, in
+    any order, are those rows (axis 1) of its slices."""
+    kp = -(-a.shape[2] // tile_k(s.fmt)) * tile_k(s.fmt)
+    return _slices(a, s, kp), _slices(jnp.swapaxes(b, 1, 2), s, kp)  # (L, K, N) -> (L, N, K)
+
+
+def split_rows(split, idx):
+    """The slices and exponents of rows ``idx`` (L, r) (axis 1), in that order."""
+    sl, e = split
+    take = functools.partial(xla_backend.take_along, idx=idx, axis=1)
+    return take(sl), (None if e is None else take(e))
+
+
 def _emulated(a, b, s: FloatSplit):
     """The kernel's product of (L, M, K) x (L, K, N), and whether any output
     is NaN/Inf (a traced bool)."""
-    bsz, m, k = a.shape
-    n = b.shape[2]
-    kp = -(-k // tile_k(s.fmt)) * tile_k(s.fmt)
-    a_sl, ea = _slices(a, s, kp)
-    b_sl, eb = _slices(jnp.swapaxes(b, 1, 2), s, kp)  # (L, K, N) -> (L, N, K)
+    return split_product(*split_operands(a, b, s), s)
+
+
+def split_product(a_split, b_split, s: FloatSplit):
+    """The kernel's product of operands split by ``split_operands``, and
+    whether any output is NaN/Inf (a traced bool)."""
+    (a_sl, ea), (b_sl, eb) = a_split, b_split
+    bsz, m, kp = a_sl.shape[0], a_sl.shape[1], a_sl.shape[2] * a_sl.shape[4]
+    n = b_sl.shape[1]
     t = terms_of(s, kp)
     cfg = launch_config(m, n, kp, bsz, s, sm_count())
     scaled_in_kernel = ea is not None and cfg.splits == 1

@@ -10,7 +10,7 @@ import os
 
 import jax
 
-from . import register_product
+from . import SplitProduct, register_product
 from ..schemes import FloatSplit, Ozaki2
 
 
@@ -62,11 +62,21 @@ def make_product(ext):
     return product
 
 
+def split_product() -> SplitProduct:
+    """The fused product in two steps (auto's hybrids split their operands
+    once): the kernel's slices, gathered by rows, and its launch without the
+    special-value rules."""
+    from . import cuda_fused as F
+    return SplitProduct(F.split_operands, F.split_rows, F.split_rows,
+                        lambda a_split, b_split, s: F.split_product(a_split, b_split, s)[0])
+
+
 def register(ext) -> None:
     for name, capsule in ext.registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="CUDA")
     register_product("cuda", "cuda", make_product(ext),
-                     handles=lambda s: handles(s, families(ext)) and _gpus_supported(ext))
+                     handles=lambda s: handles(s, families(ext)) and _gpus_supported(ext),
+                     split_product=split_product())
 
 
 def gpus_supported(ext) -> bool:

@@ -313,15 +313,58 @@ def xla_level_sum(a_sl, b_sl, s: FloatSplit, platform: str):
     return _combine_levels(accs, s.levels, s.lo_scale_bits)
 
 
-def float_split_dot(a, b, s: FloatSplit, platform: str, level_sum=xla_level_sum):
-    """FloatSplit schemes on finite canonical operands. ``level_sum`` computes
-    the slice products (the CUDA backend passes its promoted GEMMs)."""
-    a_sl, ea = split_float(a, s, axis=2)  # rows of A: scale along K
-    b_sl, eb = split_float(b, s, axis=1)  # columns of B
+def split_operands(a, b, s: FloatSplit):
+    """The slices of finite canonical operands, each with its scaling
+    exponents: ((a_slices, ea), (b_slices, eb))."""
+    return split_float(a, s, axis=2), split_float(b, s, axis=1)  # rows of A, columns of B: along K
+
+
+def split_product(a_split, b_split, s: FloatSplit, platform: str, level_sum=xla_level_sum):
+    """The product of operands split by ``split_operands``."""
+    (a_sl, ea), (b_sl, eb) = a_split, b_split
     c = level_sum(a_sl, b_sl, s, platform)
     if ea is not None:
         c = ldexp(c, -(ea + eb))  # (B, M, 1) + (B, 1, N): one exact rescale
     return c
+
+
+def float_split_dot(a, b, s: FloatSplit, platform: str, level_sum=xla_level_sum):
+    """FloatSplit schemes on finite canonical operands. ``level_sum`` computes
+    the slice products (the CUDA backend passes its promoted GEMMs)."""
+    return split_product(*split_operands(a, b, s), s, platform, level_sum)
+
+
+# The same product in two steps (backends.SplitProduct): the slices stacked
+# in front, (S, B, M, K) and (S, B, K, N), so that one gather takes a row's
+# slices, and in their own dtype (exact: they hold values of that format;
+# gathers move half the bytes). A row of A (column of B) is split on its
+# own: the split of some rows, in any order, is those rows of the split.
+
+def take_along(x, idx, axis: int, batch_axis: int = 0):
+    """x's entries ``idx`` (B, r) along ``axis``, per batch element (x's axis
+    ``batch_axis`` has length B). The indices must be in bounds."""
+    shape = [1] * x.ndim
+    shape[batch_axis], shape[axis] = idx.shape
+    return jnp.take_along_axis(x, idx.reshape(shape), axis=axis, mode="promise_in_bounds")
+
+
+def split_stacked(a, b, s: FloatSplit):
+    return tuple((jnp.stack([x.astype(_LOW_DTYPE[s.fmt]) for x in sl]), e) for sl, e in split_operands(a, b, s))
+
+
+def stacked_rows(split, idx):
+    stacked, e = split  # (S, B, M, K), (B, M, 1)
+    return take_along(stacked, idx, 2, 1), (None if e is None else take_along(e, idx, 1))
+
+
+def stacked_cols(split, idx):
+    stacked, e = split  # (S, B, K, N), (B, 1, N)
+    return take_along(stacked, idx, 3, 1), (None if e is None else take_along(e, idx, 2))
+
+
+def stacked_product(a_split, b_split, s: FloatSplit, platform: str):
+    (a_st, ea), (b_st, eb) = a_split, b_split
+    return split_product((list(a_st), ea), (list(b_st), eb), s, platform)
 
 
 def int8_tile_stats(a, b, s: Int8Split):
@@ -467,9 +510,23 @@ def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_lev
         return native_dot(a, b, s, platform)  # the FP32 product has FP32 semantics
     if a.size == 0 or b.size == 0:
         return jnp.zeros((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
-    fin_a, fin_b = jnp.isfinite(a), jnp.isfinite(b)
-    a0, b0 = jnp.where(fin_a, a, 0.0), jnp.where(fin_b, b, 0.0)
+    a0, b0, fin_a, fin_b = finite_parts(a, b)
     c = finite(a0, b0, s) if finite is not None else finite_dot(a0, b0, s, platform, level_sum)
+    return fp32_special_values(c, a, b, a0, b0, fin_a, fin_b, platform)
+
+
+def finite_parts(a, b):
+    """The operands with NaN/Inf replaced by 0, and where they are finite."""
+    fin_a, fin_b = jnp.isfinite(a), jnp.isfinite(b)
+    return jnp.where(fin_a, a, 0.0), jnp.where(fin_b, b, 0.0), fin_a, fin_b
+
+
+def fp32_special_values(c, a, b, a0, b0, fin_a, fin_b, platform: str):
+    """FP32's NaN/Inf semantics for c, an emulated product of the finite
+    parts a0, b0 of a, b (``finite_parts``): where a or b hold NaN/Inf, the
+    FP32 product's NaN/Inf pattern; where c overflowed, FP32's own value.
+    Which entries change depends only on their rows of A and columns of B,
+    so auto's hybrids apply it once to the C their products assemble."""
 
     def with_specials(c):
         # Overflow on finite operands: a slice rounded up can overflow where
