@@ -574,9 +574,7 @@ def _run_pure(cand: Candidate, product: Callable, a, b, *unused):
 def _run_split(cand: Candidate, splits, order, inverse, split: SplitProduct):
     """A hybrid from operands split once (``_hybrids_shared``): each product
     takes the split of its rows and columns."""
-    def product(a_split, b_split, s):
-        return split.product(a_split, b_split, s)
-    return _assemble(cand, splits, splits, order, inverse, product,
+    return _assemble(cand, splits, splits, order, inverse, split.product,
                      lambda sp, s, rows: sp[s.name][0] if rows is None else split.rows(sp[s.name][0], rows),
                      lambda sp, s, cols: sp[s.name][1] if cols is None else split.cols(sp[s.name][1], cols))
 

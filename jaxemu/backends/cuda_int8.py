@@ -84,24 +84,30 @@ def crt_float32(p, ea, eb, moduli):
         p, ea, eb, moduli=np.asarray(moduli, np.int64))
 
 
+def residues(a, b, s: Ozaki2):
+    """The xla backend's integers and moduli for a (B, M, K), b (B, K, N), as
+    the kernels take them: (moduli, ra (n, B, M, K), rbt (n, B, Np, K) int8
+    with B transposed and N padded to whole 16-byte rows of int32 C (zero
+    columns), ea (B, M, 1), eb (B, 1, N), value_bits)."""
+    nm = s.moduli_for(a.shape[2])
+    moduli, (ea, ai), (eb, bi), value_bits = _ozaki2.scaled_integers(a, b, nm, s.MAX_BITS[s.dtype])
+    ra = _ozaki2.symmetric_residues(ai, moduli)
+    rbt = _ozaki2.symmetric_residues(_pad_to(jnp.swapaxes(bi, 1, 2), 1, ALIGN_N), moduli)
+    return moduli, ra, rbt, ea, eb, value_bits
+
+
 def ozaki2_finite(a, b, s: Ozaki2):
     """Ozaki II on finite canonical operands a (B, M, K), b (B, K, N), both of
     the scheme's dtype: the same integers, residues and moduli as the xla
     backend (so the same C' = A'B'), its products on the int8 tensor cores."""
     s = get_scheme(s)
-    if np.dtype(a.dtype) != np.dtype(s.dtype):
-        raise TypeError(f"scheme {s.name!r} takes {s.dtype} operands, got {a.dtype}")
-    k = a.shape[2]
+    xla_backend.check_ozaki2_operands(a, s)
     n = b.shape[2]
-    nm = s.moduli_for(k)
-    moduli, (ea, ai), (eb, bi), value_bits = _ozaki2.scaled_integers(a, b, nm, s.MAX_BITS[s.dtype])
-    ra = _ozaki2.symmetric_residues(ai, moduli)
-    # B transposed and N padded to whole 16-byte rows of int32 C (zero columns).
-    rbt = _ozaki2.symmetric_residues(_pad_to(jnp.swapaxes(bi, 1, 2), 1, ALIGN_N), moduli)
+    moduli, ra, rbt, ea, eb, value_bits = residues(a, b, s)
+    nm = len(moduli)
     p = residue_products(ra, rbt, moduli)  # (n, B, M, Np)
     if s.dtype == "float32" and nm <= MAX_CRT_MODULI:
-        ebp = _pad_to(eb[:, 0, :], 1, ALIGN_N)
-        c = crt_float32(p, ea[:, :, 0], ebp, moduli)
+        c = crt_float32(p, ea[:, :, 0], _pad_to(eb[:, 0, :], 1, ALIGN_N), moduli)
         return c[:, :, :n]
     mods = jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1)
     pr = jnp.remainder(p[..., :n], mods)

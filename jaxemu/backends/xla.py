@@ -448,11 +448,16 @@ def int8_fallback_counts(a, b, s: Int8Split):
                 fallback_fraction=float(1.0 - good / total) if total else 0.0)
 
 
+def check_ozaki2_operands(a, s: Ozaki2):
+    """Ozaki II schemes take operands of their own dtype (float64 for ozaki2_f64)."""
+    if np.dtype(a.dtype) != np.dtype(s.dtype):
+        raise TypeError(f"scheme {s.name!r} takes {s.dtype} operands, got {a.dtype}")
+
+
 def ozaki2_dot(a, b, s: Ozaki2):
     """Ozaki scheme II on finite canonical operands (jaxemu/_ozaki2.py): the
     number of moduli is fixed by K at trace time, the scaling by the data."""
-    if np.dtype(a.dtype) != np.dtype(s.dtype):
-        raise TypeError(f"scheme {s.name!r} takes {s.dtype} operands, got {a.dtype}")
+    check_ozaki2_operands(a, s)
     return _ozaki2.ozaki2_dot(a, b, s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype])
 
 
