@@ -42,6 +42,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ._int8dot import int8_dot_general
+
 # int8 x int8 products are at most 128^2 = 2^14 in magnitude; an int32
 # accumulator is exact for 2^16 of them (2^30 < 2^31). Longer K is cut into
 # chunks of this length.
@@ -152,7 +154,7 @@ def modular_products(ar, br, moduli):
     nn = br.shape[3]
     mods = jnp.asarray(moduli, jnp.int32).reshape(n, 1, 1, 1)
     if k <= K_CHUNK:
-        p = lax.dot_general(ar, br, (((3,), (2,)), ((0, 1), (0, 1))), preferred_element_type=jnp.int32)
+        p = int8_dot_general(ar, br, (((3,), (2,)), ((0, 1), (0, 1))))
         return jnp.remainder(p, mods)
     pad = (-k) % K_CHUNK
     if pad:  # zeros add nothing to the product
@@ -161,8 +163,7 @@ def modular_products(ar, br, moduli):
     nc = (k + pad) // K_CHUNK
     a5 = ar.reshape(n, bsz, m, nc, K_CHUNK)
     b5 = br.reshape(n, bsz, nc, K_CHUNK, nn)
-    p = lax.dot_general(a5, b5, (((4,), (3,)), ((0, 1, 3), (0, 1, 2))),
-                        preferred_element_type=jnp.int32)  # (n, B, nc, M, N)
+    p = int8_dot_general(a5, b5, (((4,), (3,)), ((0, 1, 3), (0, 1, 2))))  # (n, B, nc, M, N)
     p = jnp.remainder(p, mods[..., None])
     # nc residues < 256 each: the sum stays far below 2^31 (nc < 2^23).
     return jnp.remainder(p.sum(axis=2, dtype=jnp.int32), mods)

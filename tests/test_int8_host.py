@@ -161,3 +161,16 @@ def test_glue_many_moduli_and_float64_use_the_exact_reconstruction(cpu_kernels, 
         with pytest.raises(TypeError, match="float32"):
             cuda_int8.ozaki2_finite(jnp.asarray(a), jnp.asarray(b), s64)
     assert "crt" not in [c[0] for c in cpu_kernels]
+
+
+@pytest.mark.parametrize("k", [1, 15, 16, 17, 33, 100])
+def test_int8_dot_general_pads_k_and_stays_exact(k, rng):
+    from jaxemu._int8dot import int8_dot_general
+    a = rng.integers(-128, 128, (2, 5, k)).astype(np.int8)
+    b = rng.integers(-128, 128, (2, k, 3)).astype(np.int8)
+    got = np.asarray(int8_dot_general(a, b, (((2,), (1,)), ((0,), (0,)))))
+    np.testing.assert_array_equal(got, np.einsum("bmk,bkn->bmn", a.astype(np.int64), b.astype(np.int64)))
+    low = jax.jit(lambda a, b: int8_dot_general(a, b, (((2,), (1,)), ((0,), (0,))))).lower(a, b).as_text()
+    assert f"{-(-k // 16) * 16}xi8" in low
+    with pytest.raises(ValueError, match="one contracting dimension"):
+        int8_dot_general(a, b.reshape(2, k, 3, 1), (((1, 2), (1, 2)), ((0,), (0,))))

@@ -27,6 +27,7 @@ import numpy as np
 from jax import lax
 
 from .. import _ozaki2
+from .._int8dot import int8_dot_general
 from ..schemes import FloatSplit, Int8Split, NativeFP32, Ozaki2, Scheme, get_scheme
 
 f32 = jnp.float32
@@ -403,8 +404,7 @@ def int8_split_dot(a, b, s: Int8Split, platform: str):
         for lvl, terms in levels:
             aa = _cat([a4[i] for i, _ in terms], 3)
             bb = _cat([b4[j] for _, j in terms], 2)
-            p = lax.dot_general(aa, bb, (((3,), (2,)), ((0, 2), (0, 1))),
-                                preferred_element_type=jnp.int32)  # exact
+            p = int8_dot_general(aa, bb, (((3,), (2,)), ((0, 2), (0, 1))))  # exact
             # slice weights 2^-6, 2^-13, 2^-20: level L has weight 2^-(12 + 7L)
             scaled = ldexp(p.astype(f32), ea_g + eb_g - (12 + 7 * lvl))
             outs.append(jnp.where(ok_g, scaled, 0.0))
