@@ -26,7 +26,8 @@ std::string run(GemmConfig cfg, const GemmProblem& p, int sm_count, void* worksp
 std::string check(const CrtProblem& p);
 std::string run(const CrtProblem& p, cudaStream_t stream);
 
-// Multiprocessors of the current device (cached per device).
+// Multiprocessors of `device` (cached per device); of the current device.
+int sm_count(int device);
 int sm_count();
 
 }  // namespace int8

@@ -73,9 +73,13 @@ std::string run(const CrtProblem& p, cudaStream_t stream) {
 }
 
 int sm_count() {
-  static int cache[64] = {};
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return 132;
+  return sm_count(device);
+}
+
+int sm_count(int device) {
+  static int cache[64] = {};
   if (device >= 0 && device < 64 && cache[device]) return cache[device];
   int sms = 0;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 1) sms = 132;

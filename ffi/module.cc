@@ -114,9 +114,12 @@ JAXEMU_FUSED_HANDLER(kFusedFP16, kFP16, F16)
 JAXEMU_FUSED_HANDLER(kFusedTF32, kTF32, F32)
 
 // The int8 GEMM (int8.h): A (L, M, K) int8, B (L, N, K) int8 -> C (L, M, N)
-// int32, exact (K <= 131071, multiple of 16; N a multiple of 4).
-ffi::Error Int8GemmImpl(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::AnyBuffer a, ffi::AnyBuffer b,
-                        ffi::Result<ffi::AnyBuffer> c) {
+// int32, exact (K <= 131071, multiple of 16; N a multiple of 4). Its device
+// workspace (stream-K partials) is a second result that XLA allocates, sized
+// by int8_workspace_bytes at trace time: FFI's ScratchAllocator returned no
+// memory on jax 0.11.2 (H100), and a result is what XLA's own GEMMs use.
+ffi::Error Int8GemmImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> c,
+                        ffi::Result<ffi::AnyBuffer> workspace) {
   auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
   if (a.element_type() != ffi::DataType::S8 || b.element_type() != ffi::DataType::S8 ||
       c->element_type() != ffi::DataType::S32)
@@ -139,13 +142,12 @@ ffi::Error Int8GemmImpl(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi:
   if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu int8 gemm: " + why);
   const int sms = int8::sm_count();
   const int8::GemmConfig cfg = int8::choose(p, sms);
-  void* workspace = nullptr;
-  if (size_t bytes = int8::workspace_size(cfg, p, sms)) {
-    auto got = scratch.Allocate(bytes, 256);
-    if (!got.has_value()) return ffi::Error::Internal("jaxemu int8 gemm: no scratch memory for the workspace");
-    workspace = *got;
-  }
-  why = int8::run(cfg, p, sms, workspace, stream);
+  const size_t need = int8::workspace_size(cfg, p, sms);
+  if (workspace->size_bytes() < need)
+    return ffi::Error::InvalidArgument("jaxemu int8 gemm: workspace of " + std::to_string(workspace->size_bytes()) +
+                                       " bytes < " + std::to_string(need) + " needed on this GPU (" +
+                                       std::to_string(sms) + " SMs): traced for a GPU with fewer SMs?");
+  why = int8::run(cfg, p, sms, need ? workspace->untyped_data() : nullptr, stream);
   if (!why.empty()) return ffi::Error::Internal("jaxemu int8 gemm: " + why);
   return ffi::Error::Success();
 }
@@ -153,10 +155,10 @@ ffi::Error Int8GemmImpl(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi:
 XLA_FFI_DEFINE_HANDLER(kInt8Gemm, Int8GemmImpl,
                        ffi::Ffi::Bind()
                            .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                           .Ctx<ffi::ScratchAllocator>()
                            .Arg<ffi::AnyBuffer>()   // a: (L, M, K) int8
                            .Arg<ffi::AnyBuffer>()   // b: (L, N, K) int8
-                           .Ret<ffi::AnyBuffer>()); // c: (L, M, N) int32
+                           .Ret<ffi::AnyBuffer>()   // c: (L, M, N) int32
+                           .Ret<ffi::AnyBuffer>()); // workspace: (bytes,) uint8
 
 // The Ozaki II reconstruction (int8.h): raw products P (nmod, L, M, N) int32,
 // row exponents (L, M), column exponents (L, N) int32 -> C (L, M, N) float32.
@@ -222,6 +224,15 @@ NB_MODULE(_jaxemu_cuda, m) {
   });
   m.def("int8_limits", []() {
     return std::vector<int64_t>{int8::kMaxExactK, int8::kAlignK, int8::kAlignN, int8::kMaxModuli};
+  });
+  m.def("int8_workspace_bytes", [](int64_t batch, int64_t m, int64_t n, int64_t k, int device) {
+    int8::GemmProblem p;
+    p.batch = batch;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    const int sms = int8::sm_count(device);
+    return int64_t(int8::workspace_size(int8::choose(p, sms), p, sms));
   });
   m.def("device_supported", [](int device) {
     std::string why;

@@ -54,7 +54,17 @@ def int8_matmul(a, bt):
     if n % ALIGN_N:
         raise ValueError(f"int8_matmul: N = {n} must be a multiple of {ALIGN_N}")
     a, bt = _pad_to(a, 2, ALIGN_K), _pad_to(bt, 2, ALIGN_K)
-    return jax.ffi.ffi_call("jaxemu_int8_gemm", jax.ShapeDtypeStruct((lb, m, n), jnp.int32))(a, bt)
+    ws = jax.ShapeDtypeStruct((workspace_bytes(lb, m, n, a.shape[2]),), jnp.uint8)
+    c, _ = jax.ffi.ffi_call("jaxemu_int8_gemm", (jax.ShapeDtypeStruct((lb, m, n), jnp.int32), ws))(a, bt)
+    return c
+
+
+def workspace_bytes(lb: int, m: int, n: int, k: int) -> int:
+    """Device workspace of the int8 GEMM (L, M, K) x (L, N, K) (stream-K
+    partials; a second FFI result): the most any local GPU's launch needs,
+    since the configuration depends on the multiprocessor count."""
+    from . import cuda
+    return max(cuda._ext.int8_workspace_bytes(lb, m, n, k, d.id) for d in jax.local_devices(backend="cuda"))
 
 
 def residue_products(ra, rbt, moduli):
