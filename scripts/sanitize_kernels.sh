@@ -36,7 +36,7 @@ for tool in $TOOLS; do
   [ "$tool" = memcheck ] && extra=(--leak-check full)
   timeout "${TOOL_TIMEOUT:-1200}" "$SAN" --tool "$tool" "${extra[@]}" --error-exitcode 3 "$exe" "${fam[@]}" > "$OUT/$tool.log" 2>&1
   rc=$?
-  summary=$(grep -a "ERROR SUMMARY" "$OUT/$tool.log" | tail -1)
+  summary=$(grep -a -E "(ERROR|RACECHECK) SUMMARY" "$OUT/$tool.log" | tail -2 | tr "\n" " ")
   echo "$tool: rc $rc; $(grep -ac '^ok ' "$OUT/$tool.log") ok, $(grep -ac '^FAIL' "$OUT/$tool.log") FAIL; ${summary:-no summary}"
   [ "$rc" -ne 0 ] && status=1
 done
