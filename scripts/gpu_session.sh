@@ -31,10 +31,10 @@ if [[ " $STEPS " == *" bench "* ]]; then
     --plot "$OUT/pareto.png" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -60
 fi
 if [[ " $STEPS " == *" int8 "* ]]; then
-  # The int8 kernels (opt-in until verified): exactness tests, then the rates and ozaki2_f32 vs SGEMM.
+  # The int8 kernels: exactness tests, then the rates and ozaki2_f32 vs SGEMM.
   JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q tests/test_cuda_int8.py \
     2>&1 | tee "$OUT/test_cuda_int8.log" | tail -25
-  JAX_PLATFORMS=cuda,cpu JAXEMU_CUDA_INT8=1 timeout "${BENCH_TIMEOUT:-300}" python3 scripts/int8_bench.py \
+  JAX_PLATFORMS=cuda,cpu timeout "${BENCH_TIMEOUT:-300}" python3 scripts/int8_bench.py \
     --json "$OUT/int8_bench.json" ${INT8_ARGS:-} 2>&1 | tee "$OUT/int8_bench.log" | tail -30
 fi
 if [[ " $STEPS " == *" apps "* ]]; then

@@ -12,7 +12,6 @@ import os
 import sys
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave room for torch
-os.environ.setdefault("JAXEMU_CUDA_INT8", "1")  # the int8 kernels are opt-in until verified on a GPU
 
 import jax
 import jax.numpy as jnp

@@ -35,17 +35,17 @@ def handles(s, families=("fused", "int8")) -> bool:
     return isinstance(s, Ozaki2) and "int8" in families
 
 
-# The int8 kernels (ffi/int8/) compile in CI but have not yet run on a GPU:
-# until tests/test_cuda_int8.py passes on one, Ozaki II stays on the xla
-# backend unless this variable is "1" (docs/performance.md, issue 14).
-INT8_OPT_IN = "JAXEMU_CUDA_INT8"
+# The int8 kernels (ffi/int8/) run Ozaki II by default since
+# tests/test_cuda_int8.py passed on an H100 (2026-11-25); JAXEMU_CUDA_INT8=0
+# sends Ozaki II back to the xla backend (a switch to compare the two).
+INT8_SWITCH = "JAXEMU_CUDA_INT8"
 
 
 def families(ext) -> tuple:
     """The kernel families the cuda backend uses now: the extension's, less
-    "int8" unless $JAXEMU_CUDA_INT8 is "1" (read at trace time)."""
+    "int8" when $JAXEMU_CUDA_INT8 is "0" (read at trace time)."""
     fams = tuple(ext.supported_families())
-    if os.environ.get(INT8_OPT_IN, "0") != "1":
+    if os.environ.get(INT8_SWITCH, "1") == "0":
         fams = tuple(f for f in fams if f != "int8")
     return fams
 
