@@ -33,6 +33,12 @@ def crt_check(tmp_path_factory):
     return exe
 
 
+def test_crt_division_free_reductions(crt_check):
+    # mod_u24 for every x < 2^24 and modulus 2..256, mod_i32 over int32's range.
+    r = subprocess.run([str(crt_check), "--selftest"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "selftest ok" in r.stdout, r.stderr
+
+
 def run_crt(exe, tmp_path, prod, row, col, moduli):
     nm, bsz, m, n = prod.shape
     src, dst = tmp_path / "in.bin", tmp_path / "out.bin"

@@ -24,6 +24,10 @@ inline std::string setup_crt(const std::vector<int64_t>& moduli, CrtProblem* p) 
     if (ml < 2 || ml > 256) return "moduli must lie in 2..256";
     p->moduli[l] = int(ml);
     p->weight[l] = w;
+    p->magic[l] = uint32_t((uint64_t(1) << 32) / uint64_t(ml) + 1);
+    p->c16[l] = int((int64_t(1) << 16) % ml);
+    p->c31[l] = int((int64_t(1) << 31) % ml);
+    p->off20[l] = int(((int64_t(1) << 20) + ml - 1) / ml * ml);
     int64_t wl = 1;  // W_j mod m_l for j = 0..l
     for (int j = 0; j < l; ++j) {
       p->wmod[l][j] = int(wl);

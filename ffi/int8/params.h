@@ -57,6 +57,12 @@ struct CrtProblem {
   int inverse[kMaxModuli] = {};                // (W_l mod m_l)^-1 mod m_l (1 for l = 0)
   int wmod[kMaxModuli][kMaxModuli] = {};       // W_j mod m_l for j < l
   double weight[kMaxModuli] = {};              // W_l (rounded to double: relative 2^-53)
+  // Division-free reductions (crt.cuh: mod_u24): magic = floor(2^32 / m) + 1,
+  // c16 = 2^16 mod m, c31 = 2^31 mod m, off20 = the least multiple of m >= 2^20.
+  uint32_t magic[kMaxModuli] = {};
+  int c16[kMaxModuli] = {};
+  int c31[kMaxModuli] = {};
+  int off20[kMaxModuli] = {};
 };
 
 }  // namespace int8

@@ -4,13 +4,49 @@
 // IN: int64 header [nmod, batch, m, n, moduli...], then int32 products
 // (nmod, batch, m, n), row exponents (batch, m), column exponents (batch, n);
 // OUT: float32 (batch, m, n). Exit status 2 with a message on bad input.
+//   crt_check --selftest
+// checks the division-free reductions (crt.cuh: mod_u24 for every x < 2^24
+// and every modulus 2..256; mod_i32 at the int32 extremes, around multiples
+// of m and on a million pseudo-random values); exit status 1 on a mismatch.
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <random>
 #include <vector>
 
 #include "../../ffi/int8/crt.cuh"
 
+int selftest() {
+  using namespace jaxemu::int8;
+  std::mt19937 rng(12345);
+  for (int m = 2; m <= 256; ++m) {
+    CrtProblem p;
+    if (!setup_crt({m}, &p).empty()) return 2;
+    for (uint32_t x = 0; x < (1u << 24); ++x)
+      if (mod_u24(x, m, p.magic[0]) != int(x % uint32_t(m))) {
+        std::fprintf(stderr, "mod_u24(%u, %d) wrong\n", x, m);
+        return 1;
+      }
+    std::vector<int64_t> xs = {INT32_MIN, INT32_MIN + 1, -1, 0, 1, INT32_MAX - 1, INT32_MAX};
+    for (int64_t q = -(int64_t(1) << 31) / m; q <= (int64_t(1) << 31) / m; q += 997)
+      for (int d = -1; d <= 1; ++d) xs.push_back(q * m + d);
+    for (int i = 0; i < 1000000; ++i) xs.push_back(int32_t(rng()));
+    for (int64_t x : xs) {
+      if (x < INT32_MIN || x > INT32_MAX) continue;
+      const int want = int(((x % m) + m) % m);
+      if (mod_i32(int32_t(x), p, 0) != want) {
+        std::fprintf(stderr, "mod_i32(%lld, %d) wrong\n", (long long)x, m);
+        return 1;
+      }
+    }
+  }
+  std::printf("selftest ok\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   using namespace jaxemu::int8;
+  if (argc == 2 && std::strcmp(argv[1], "--selftest") == 0) return selftest();
   if (argc != 3) { std::fprintf(stderr, "usage: crt_check IN OUT\n"); return 2; }
   std::FILE* in = std::fopen(argv[1], "rb");
   if (!in) { std::fprintf(stderr, "cannot open %s\n", argv[1]); return 2; }
