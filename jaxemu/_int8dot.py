@@ -17,7 +17,8 @@ from jax import lax
 PAD_K = 16
 
 
-def _pad_axis(x, axis: int, multiple: int):
+def pad_axis(x, axis: int, multiple: int):
+    """x with zeros appended along ``axis`` up to a multiple of ``multiple``."""
     pad = (-x.shape[axis]) % multiple
     if not pad:
         return x
@@ -33,5 +34,5 @@ def int8_dot_general(lhs, rhs, dimension_numbers):
     (lc, rc), _ = dimension_numbers
     if len(lc) != 1 or len(rc) != 1:
         raise ValueError(f"int8_dot_general: one contracting dimension per operand, got {lc} and {rc}")
-    lhs, rhs = _pad_axis(lhs, lc[0], PAD_K), _pad_axis(rhs, rc[0], PAD_K)
+    lhs, rhs = pad_axis(lhs, lc[0], PAD_K), pad_axis(rhs, rc[0], PAD_K)
     return lax.dot_general(lhs, rhs, dimension_numbers, preferred_element_type=jnp.int32)

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _ozaki2
+from .._int8dot import pad_axis
 from ..schemes import Ozaki2, get_scheme
 from . import xla as xla_backend
 
@@ -34,15 +35,6 @@ MAX_CRT_MODULI = 20
 K_PIECE = 1 << 16
 
 
-def _pad_to(x, axis: int, multiple: int):
-    pad = (-x.shape[axis]) % multiple
-    if not pad:
-        return x
-    widths = [(0, 0)] * x.ndim
-    widths[axis] = (0, pad)
-    return jnp.pad(x, widths)
-
-
 def int8_matmul(a, bt):
     """Exact int32 products of int8 a (L, M, K) and bt (L, N, K) (B transposed):
     (L, M, N), in one GEMM launch (K <= MAX_EXACT_K). K is zero-padded to a
@@ -53,7 +45,7 @@ def int8_matmul(a, bt):
         raise ValueError(f"int8_matmul: K = {k} > {MAX_EXACT_K}: int32 sums could overflow (cut K first)")
     if n % ALIGN_N:
         raise ValueError(f"int8_matmul: N = {n} must be a multiple of {ALIGN_N}")
-    a, bt = _pad_to(a, 2, ALIGN_K), _pad_to(bt, 2, ALIGN_K)
+    a, bt = pad_axis(a, 2, ALIGN_K), pad_axis(bt, 2, ALIGN_K)
     ws = jax.ShapeDtypeStruct((workspace_bytes(lb, m, n, a.shape[2]),), jnp.uint8)
     c, _ = jax.ffi.ffi_call("jaxemu_int8_gemm", (jax.ShapeDtypeStruct((lb, m, n), jnp.int32), ws))(a, bt)
     return c
@@ -102,7 +94,7 @@ def residues(a, b, s: Ozaki2):
     nm = s.moduli_for(a.shape[2])
     moduli, (ea, ai), (eb, bi), value_bits = _ozaki2.scaled_integers(a, b, nm, s.MAX_BITS[s.dtype])
     ra = _ozaki2.symmetric_residues(ai, moduli)
-    rbt = _ozaki2.symmetric_residues(_pad_to(jnp.swapaxes(bi, 1, 2), 1, ALIGN_N), moduli)
+    rbt = _ozaki2.symmetric_residues(pad_axis(jnp.swapaxes(bi, 1, 2), 1, ALIGN_N), moduli)
     return moduli, ra, rbt, ea, eb, value_bits
 
 
@@ -117,7 +109,7 @@ def ozaki2_finite(a, b, s: Ozaki2):
     nm = len(moduli)
     p = residue_products(ra, rbt, moduli)  # (n, B, M, Np)
     if s.dtype == "float32" and nm <= MAX_CRT_MODULI:
-        c = crt_float32(p, ea[:, :, 0], _pad_to(eb[:, 0, :], 1, ALIGN_N), moduli)
+        c = crt_float32(p, ea[:, :, 0], pad_axis(eb[:, 0, :], 1, ALIGN_N), moduli)
         return c[:, :, :n]
     mods = jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1)
     pr = jnp.remainder(p[..., :n], mods)
