@@ -102,8 +102,17 @@ def main(argv=None):
     p = prod(ra, rbt)
     crt = jax.jit(lambda p, ea, eb: cuda_int8.crt_float32(p, ea, eb, moduli))
     t_crt = timed(lambda: crt(p, ea, eb))
+    # Where the residue time goes: A's pass alone, and B's with the transpose
+    # fused into its residues (cuda_int8.residues materializes B transposed
+    # first): what a residue kernel has to beat.
+    pa, pb = _ozaki2.operand_bits(nm, n, s.MAX_BITS[s.dtype])
+    res_a = jax.jit(lambda a: _ozaki2.symmetric_residues(_ozaki2.scale_to_integers(a, 2, pa)[1], moduli))
+    res_b_fused = jax.jit(lambda b: _ozaki2.symmetric_residues(
+        jnp.swapaxes(_ozaki2.scale_to_integers(b, 1, pb)[1], 1, 2), moduli))
+    t_res_a, t_res_b_fused = timed(lambda: res_a(a3)), timed(lambda: res_b_fused(b3))
     steps = dict(residues_ms=t_res * 1e3, int8_products_ms=t_prod * 1e3, crt_ms=t_crt * 1e3,
-                 products_tops=nm * ops / t_prod / 1e12, moduli=nm)
+                 products_tops=nm * ops / t_prod / 1e12, moduli=nm, residues_a_ms=t_res_a * 1e3,
+                 residues_b_transpose_fused_ms=t_res_b_fused * 1e3)
     print("ozaki2_f32 steps:", steps, flush=True)
 
     # 3. ozaki2_f32 end to end, error / SGEMM's on the four laws.
@@ -136,7 +145,9 @@ def main(argv=None):
             tops = "-" if r["tops"] is None else f"{r['tops']:.0f}"
             print(f"{r['name']:34s} {ms:>9s} {tops:>8s}")
     print(f"ozaki2_f32 steps ({nm} moduli): residues {steps['residues_ms']:.2f} ms, int8 products "
-          f"{steps['int8_products_ms']:.2f} ms ({steps['products_tops']:.0f} TOP/s), CRT {steps['crt_ms']:.2f} ms")
+          f"{steps['int8_products_ms']:.2f} ms ({steps['products_tops']:.0f} TOP/s), CRT {steps['crt_ms']:.2f} ms; "
+          f"A's residues alone {steps['residues_a_ms']:.2f} ms, B's with the transpose fused "
+          f"{steps['residues_b_transpose_fused_ms']:.2f} ms")
     print(f"{'scheme':26s} {'backend':7s} {'law':14s} {'moduli':>6s} {'ms':>8s} {'x SGEMM':>8s} {'err/SGEMM':>9s}")
     for r in rows:
         if r["kind"] == "ozaki2":
