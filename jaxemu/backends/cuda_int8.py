@@ -15,6 +15,7 @@ with this module's product on the finite operands.
 """
 from __future__ import annotations
 
+import importlib
 
 import jax
 import jax.numpy as jnp
@@ -56,8 +57,8 @@ def workspace_bytes(lb: int, m: int, n: int, k: int) -> int:
     """Device workspace of the int8 GEMM (L, M, K) x (L, N, K) (stream-K
     partials; a second FFI result): the most any local GPU's launch needs,
     since the configuration depends on the multiprocessor count."""
-    from . import cuda
-    return max(cuda._ext.int8_workspace_bytes(lb, m, n, k, d.id) for d in jax.local_devices(backend="cuda"))
+    ext = importlib.import_module("jaxemu._jaxemu_cuda")  # present: its kernels are being traced
+    return max(ext.int8_workspace_bytes(lb, m, n, k, d.id) for d in jax.local_devices(backend="cuda"))
 
 
 def residue_products(ra, rbt, moduli):
