@@ -36,6 +36,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))  # tests/randomized.py
 sys.path.insert(0, ROOT)
 
 FUSED_SCHEMES = ("bf16x3", "bf16x6", "bf16x9", "tf32x3", "fp16x3", "fp16x3_bitcut")
+# The randomized part also runs Ozaki II on the int8 kernels (the cuda backend's default for it).
+RANDOM_SCHEMES = FUSED_SCHEMES + ("ozaki2_f32",)
 SIZES = (1, 7, 17, 127, 129, 1000, 4097)
 KC_VARIANTS = (None, 128)  # None: the catalogue's kc
 # Under memcheck a kernel runs ~10-100x slower: keep each product below this
@@ -126,14 +128,20 @@ def run_shapes(cases, seed: int, start: int = 0) -> int:
     return failures
 
 
+def random_groups(seed: int, scale: float):
+    """The randomized suite's groups this sweep runs on the cuda backend."""
+    import randomized as R
+    return [g for g in R.generate(seed, scale=scale)
+            if g.scheme in RANDOM_SCHEMES and g.transform == "vmap" and g.api == "dot_general"]
+
+
 def run_random(seed: int, scale: float) -> int:
     """The randomized property suite's float-scheme groups on the cuda backend."""
     import jax
     import jaxemu
     import randomized as R
 
-    groups = [g for g in R.generate(seed, scale=scale)
-              if g.scheme in FUSED_SCHEMES and g.transform == "vmap" and g.api == "dot_general"]
+    groups = random_groups(seed, scale)
     failures = 0
     for g in groups:
         a, b = R.make_operands(g, seed)
@@ -197,8 +205,7 @@ def main(argv=None) -> int:
         print(f"shapes part: {len(cases)} cases, {macs / 1e9:.2f} G multiply-adds")
         if a.part in ("random", "all"):
             import randomized as R
-            groups = [g for g in R.generate(a.seed, scale=a.random_scale)
-                      if g.scheme in a.schemes and g.transform == "vmap" and g.api == "dot_general"]
+            groups = random_groups(a.seed, a.random_scale)
             print(f"random part: {len(groups)} groups, {R.num_cases(groups)} cases (seed {a.seed})")
         return 0
     import jaxemu
