@@ -7,7 +7,7 @@
 
 #include <cuda_runtime.h>
 
-#include "int8/crt_tables.h"
+#include "int8/tables.h"
 #include "int8/params.h"
 
 namespace jaxemu {
@@ -22,7 +22,10 @@ size_t workspace_size(GemmConfig cfg, const GemmProblem& p, int sm_count);
 // `workspace` holds workspace_size(cfg, p, sm_count) bytes (may be null when 0).
 std::string run(GemmConfig cfg, const GemmProblem& p, int sm_count, void* workspace, cudaStream_t stream);
 
-// The CRT tables come from setup_crt (ffi/int8/crt_tables.h).
+// The residue tables come from setup_residues, the CRT's from setup_crt
+// (ffi/int8/tables.h).
+std::string check(const ResidueProblem& p);
+std::string run(const ResidueProblem& p, cudaStream_t stream);
 std::string check(const CrtProblem& p);
 std::string run(const CrtProblem& p, cudaStream_t stream);
 

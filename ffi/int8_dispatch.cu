@@ -6,6 +6,7 @@
 
 #include "int8.h"
 #include "int8/crt.cuh"
+#include "int8/residues.cuh"
 
 namespace jaxemu {
 namespace int8 {
@@ -21,6 +22,49 @@ __global__ void __launch_bounds__(256) crt_kernel(const CrtProblem p) {
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x)
     p.c[idx] = crt_element(p, idx, total);
+}
+
+// Residues of a (batch, rows, k) operand: one thread per 4 values of a row
+// (grid-stride), rows_task in ffi/int8/residues.cuh.
+template <class T>
+__global__ void __launch_bounds__(256) residues_rows_kernel(const ResidueProblem p) {
+  const int64_t tasks = p.batch * p.rows_out * (p.k_out / 4);
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < tasks; t += int64_t(gridDim.x) * blockDim.x)
+    rows_task<T>(p, t);
+}
+
+// Residues of a transposed (batch, k, rows) operand (B of A B): a block
+// stages a kTileK x kTileR tile in shared memory with coalesced reads along
+// rows (a warp reads 32 consecutive values of one k), then each thread
+// writes 16 consecutive k of one output row per modulus (16-byte stores; the
+// two lanes of a pair cover one 32-byte sector). The tile is padded by one
+// column: a warp's column reads (rows lane / 2, k groups lane % 2) then hit
+// 32 distinct banks.
+constexpr int kTileK = 128, kTileR = 32, kResidueThreads = 256;
+template <class T>
+__global__ void __launch_bounds__(kResidueThreads) residues_transposed_kernel(const ResidueProblem p) {
+  __shared__ T tile[kTileK][kTileR + 1];
+  const int64_t ktiles = (p.k_out + kTileK - 1) / kTileK, rtiles = (p.rows_out + kTileR - 1) / kTileR;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int rr = lane / 2 + kTileR / 2 * (warp & 1), group = (lane & 1) + 2 * (warp >> 1);  // group of 16 k: 0..7
+  const T* x = static_cast<const T*>(p.x);
+  for (int64_t t = blockIdx.x; t < p.batch * rtiles * ktiles; t += gridDim.x) {
+    int64_t rest, kt, b, rt;
+    divmod(t, ktiles, &rest, &kt);
+    divmod(rest, rtiles, &b, &rt);
+    const int64_t k0 = kt * kTileK, r0 = rt * kTileR;
+    const T* src = x + b * p.k * p.rows;
+#pragma unroll
+    for (int i = 0; i < kTileK * kTileR / kResidueThreads; ++i) {
+      const int idx = int(threadIdx.x) + i * kResidueThreads, kk = idx / kTileR, c = idx % kTileR;
+      const int64_t kg = k0 + kk, rg = r0 + c;
+      tile[kk][c] = (kg < p.k && rg < p.rows) ? src[kg * p.rows + rg] : T(0);
+    }
+    __syncthreads();
+    const int64_t r = r0 + rr, kq = k0 + 16 * group;
+    if (r < p.rows_out && kq < p.k_out) transposed_task<T>(p, b, r, kq, &tile[16 * group][rr], kTileR + 1, 16);
+    __syncthreads();
+  }
 }
 
 static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -70,6 +114,38 @@ std::string run(const CrtProblem& p, cudaStream_t stream) {
   crt_kernel<<<int(blocks), threads, 0, stream>>>(p);
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("CRT kernel launch: ") + cudaGetErrorString(e);
+}
+
+std::string check(const ResidueProblem& p) {
+  if (p.nmod < 1 || p.nmod > kMaxResidueModuli) return "bad number of moduli";
+  if (p.batch < 0 || p.rows < 0 || p.k < 0 || p.rows_out < p.rows || p.k_out < p.k)
+    return "the output must cover the operand (rows_out >= rows, k_out >= k)";
+  if (p.k_out % kAlignK) return "k_out must be a multiple of 16";
+  if (p.batch * p.rows_out * p.k_out == 0) return "";
+  if (!p.out || !aligned16(p.out)) return "the output must be a 16-byte aligned buffer";
+  if (p.rows * p.k > 0 && (!p.x || !p.exp)) return "missing operand or exponents";
+  return "";
+}
+
+std::string run(const ResidueProblem& p, cudaStream_t stream) {
+  std::string why = check(p);
+  if (!why.empty()) return why;
+  if (p.batch * p.rows_out * p.k_out == 0) return "";
+  const int64_t cap = int64_t(sm_count()) * 16;  // enough resident blocks to hide latency
+  if (p.transposed) {
+    const int64_t tiles =
+        p.batch * ((p.rows_out + kTileR - 1) / kTileR) * ((p.k_out + kTileK - 1) / kTileK);
+    const int blocks = int(std::min(tiles, cap));
+    if (p.f64) residues_transposed_kernel<double><<<blocks, kResidueThreads, 0, stream>>>(p);
+    else residues_transposed_kernel<float><<<blocks, kResidueThreads, 0, stream>>>(p);
+  } else {
+    const int64_t tasks = p.batch * p.rows_out * (p.k_out / 4);
+    const int blocks = int(std::min((tasks + kResidueThreads - 1) / kResidueThreads, cap));
+    if (p.f64) residues_rows_kernel<double><<<blocks, kResidueThreads, 0, stream>>>(p);
+    else residues_rows_kernel<float><<<blocks, kResidueThreads, 0, stream>>>(p);
+  }
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : std::string("residue kernel launch: ") + cudaGetErrorString(e);
 }
 
 int sm_count() {

@@ -160,6 +160,53 @@ XLA_FFI_DEFINE_HANDLER(kInt8Gemm, Int8GemmImpl,
                            .Ret<ffi::AnyBuffer>()   // c: (L, M, N) int32
                            .Ret<ffi::AnyBuffer>()); // workspace: (bytes,) uint8
 
+// The Ozaki II residues of one operand (int8.h: ResidueProblem): x (L, R, K),
+// or (L, K, R) with `transposed`, float32 or float64; exponents (L, R) int32
+// -> residues (nmod, L, R_out, K_out) int8, K contiguous, zero-padded.
+ffi::Error OzakiResiduesImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer exp,
+                             ffi::Result<ffi::AnyBuffer> out, ffi::Span<const int64_t> moduli, int64_t transposed) {
+  auto dx = x.dimensions(), de = exp.dimensions(), dout = out->dimensions();
+  const bool f64 = x.element_type() == ffi::DataType::F64;
+  if ((!f64 && x.element_type() != ffi::DataType::F32) || exp.element_type() != ffi::DataType::S32 ||
+      out->element_type() != ffi::DataType::S8)
+    return ffi::Error::InvalidArgument("jaxemu ozaki2 residues: x must be float32 or float64, exponents int32, "
+                                       "residues int8");
+  if (dx.size() != 3 || de.size() != 2 || dout.size() != 4)
+    return ffi::Error::InvalidArgument("jaxemu ozaki2 residues: expected x (L, R, K) or (L, K, R), exponents (L, R), "
+                                       "residues (nmod, L, R_out, K_out); got " + shape_str(dx) + ", " +
+                                       shape_str(de) + ", " + shape_str(dout));
+  int8::ResidueProblem p;
+  std::string why = int8::setup_residues(std::vector<int64_t>(moduli.begin(), moduli.end()), &p);
+  if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu ozaki2 residues: " + why);
+  p.transposed = transposed != 0;
+  p.f64 = f64;
+  p.batch = dx[0];
+  p.rows = p.transposed ? dx[2] : dx[1];
+  p.k = p.transposed ? dx[1] : dx[2];
+  p.rows_out = dout[2];
+  p.k_out = dout[3];
+  if (dout[0] != p.nmod || dout[1] != p.batch || de[0] != p.batch || de[1] != p.rows)
+    return ffi::Error::InvalidArgument("jaxemu ozaki2 residues: shapes do not match: x " + shape_str(dx) +
+                                       ", exponents " + shape_str(de) + ", residues " + shape_str(dout));
+  p.x = x.untyped_data();
+  p.exp = static_cast<const int32_t*>(exp.untyped_data());
+  p.out = static_cast<int8_t*>(out->untyped_data());
+  why = int8::check(p);
+  if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu ozaki2 residues: " + why);
+  why = int8::run(p, stream);
+  if (!why.empty()) return ffi::Error::Internal("jaxemu ozaki2 residues: " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kOzakiResidues, OzakiResiduesImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // x: (L, R, K) or (L, K, R) float32 / float64
+                           .Arg<ffi::AnyBuffer>()   // exp: (L, R) int32
+                           .Ret<ffi::AnyBuffer>()   // residues: (nmod, L, R_out, K_out) int8
+                           .Attr<ffi::Span<const int64_t>>("moduli")
+                           .Attr<int64_t>("transposed"));
+
 // The Ozaki II reconstruction (int8.h): raw products P (nmod, L, M, N) int32,
 // row exponents (L, M), column exponents (L, N) int32 -> C (L, M, N) float32.
 ffi::Error OzakiCrtImpl(cudaStream_t stream, ffi::AnyBuffer prod, ffi::AnyBuffer row_exp, ffi::AnyBuffer col_exp,
@@ -215,6 +262,7 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_fused_fp16"] = capsule(kFusedFP16);
     d["jaxemu_fused_tf32"] = capsule(kFusedTF32);
     d["jaxemu_int8_gemm"] = capsule(kInt8Gemm);
+    d["jaxemu_ozaki2_residues"] = capsule(kOzakiResidues);
     d["jaxemu_ozaki2_crt"] = capsule(kOzakiCrt);
     return d;
   });

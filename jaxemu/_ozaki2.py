@@ -124,12 +124,18 @@ def ldexp(x, e):
 # ----------------------------------------------------------------------------
 # The method.
 
-def scale_to_integers(x, axis: int, bits: int):
-    """Per-row (along ``axis``) exponents e and integers X' = round(x 2^e) with
-    max |x 2^e| in [2^(bits-1), 2^bits) (rows of zeros: e = 0, X' = 0).
-    X' is int32 for float32 x (bits <= 30), int64 for float64 x."""
+def scale_exponents(x, axis: int, bits: int):
+    """Per-row (reduced along ``axis``, kept as a size-1 axis) int32 exponents
+    e with max |x 2^e| in [2^(bits-1), 2^bits); 0 for rows of zeros."""
     amax = jnp.max(jnp.abs(x), axis=axis, keepdims=True)
-    e = jnp.where(amax > 0, bits - 1 - exponent(amax), 0)
+    return jnp.where(amax > 0, bits - 1 - exponent(amax), 0)
+
+
+def scale_to_integers(x, axis: int, bits: int):
+    """Per-row (along ``axis``) exponents e and integers X' = round(x 2^e)
+    (ties to even) with max |x 2^e| in [2^(bits-1), 2^bits) (rows of zeros:
+    e = 0, X' = 0). X' is int32 for float32 x (bits <= 30), int64 for float64 x."""
+    e = scale_exponents(x, axis, bits)
     it = jnp.int64 if x.dtype == jnp.float64 else jnp.int32
     return e, jnp.round(ldexp(x, e)).astype(it)
 
@@ -246,17 +252,23 @@ def limbs_to_float(sign, limbs, dtype):
     return out * sign.astype(dtype)
 
 
+def plan(k: int, n_moduli: int, max_bits: int):
+    """(moduli, pa, pb, value_bits) of a product with contraction length k:
+    the first ``n_moduli`` moduli, the bits of A's and B's scaled integers,
+    and a bound on log2 |A' B'|."""
+    pa, pb = operand_bits(n_moduli, k, max_bits)
+    value_bits = pa + pb + max(0, math.ceil(math.log2(max(k, 1)))) + 1
+    return MODULI[:n_moduli], pa, pb, value_bits
+
+
 def scaled_integers(a, b, n_moduli: int, max_bits: int):
     """The first step of ozaki2_dot: the moduli, and A, B scaled to integers of
     (pa, pb) bits per row of A / column of B: (moduli, (ea, ai), (eb, bi),
     value_bits), with ea (B, M, 1), eb (B, 1, N) their exponents and
     value_bits a bound on log2 |A' B'|."""
-    k = a.shape[2]
-    moduli = MODULI[:n_moduli]
-    pa, pb = operand_bits(n_moduli, k, max_bits)
+    moduli, pa, pb, value_bits = plan(a.shape[2], n_moduli, max_bits)
     ea, ai = scale_to_integers(a, 2, pa)  # ea: (B, M, 1)
     eb, bi = scale_to_integers(b, 1, pb)  # eb: (B, 1, N)
-    value_bits = pa + pb + max(0, math.ceil(math.log2(max(k, 1)))) + 1
     return moduli, (ea, ai), (eb, bi), value_bits
 
 

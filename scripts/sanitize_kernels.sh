@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compute-sanitizer (memcheck, racecheck, initcheck) over the CUDA kernels
-# without XLA (issue 12): tests/native/kernel_check.cu runs every fused, int8
-# and CRT case at exact-size allocations and checks each result on the host.
+# without XLA (issue 12): tests/native/kernel_check.cu runs every fused, int8,
+# residue and CRT case at exact-size allocations and checks each result on the host.
 # Unlike scripts/sanitize_sweep.sh (the kernels inside JAX, whose process
 # crashes under the sanitizer, docs/testing.md), nothing else runs here.
 #

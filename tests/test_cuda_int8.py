@@ -86,8 +86,35 @@ def test_ozaki2_runs_on_the_int8_kernels(monkeypatch):
         jnp.ones((256, 256)), jnp.ones((256, 256))).compile().as_text()
     entry = hlo[hlo.index("\nENTRY"):]
     entry = entry[:entry.index("\n}")]
+    assert entry.count('custom_call_target="jaxemu_ozaki2_residues"') == 2, entry
     assert entry.count('custom_call_target="jaxemu_int8_gemm"') == 1, entry
     assert entry.count('custom_call_target="jaxemu_ozaki2_crt"') == 1, entry
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("kind", ["normal(0,1)", "edges", "mixed"])
+def test_residue_kernel_is_exact(dtype, transposed, kind, rng):
+    # Byte for byte against numpy's exact residues (test_int8_host.py runs
+    # the same per-thread code on the CPU): odd shapes, K a multiple of 4
+    # (vector loads) and not, B's layout with rows padded to 4, every
+    # magnitude including subnormals and zero rows.
+    from test_int8_host import exact_residues, residue_operand
+    from jaxemu import _ozaki2
+    nm, bits = (9, 30) if dtype == np.float32 else (18, 62)
+    moduli = _ozaki2.MODULI[:nm]
+    with jax.enable_x64(dtype == np.float64):
+        for bsz, rows, k in [(1, 1, 1), (2, 7, 17), (1, 129, 4097), (3, 300, 128), (1, 1000, 64), (2, 33, 4096)]:
+            shape = (bsz, k, rows) if transposed else (bsz, rows, k)
+            x = residue_operand(kind, shape, dtype, rng)
+            x[0, 0, :] = 0
+            e = _ozaki2.scale_exponents(jnp.asarray(x), 1 if transposed else 2, bits)
+            e = e[:, 0, :] if transposed else e[:, :, 0]
+            rows_out = -(-rows // 4) * 4 if transposed else rows
+            f = jax.jit(lambda x, e: cuda_int8.operand_residues(x, e, moduli, transposed, rows_out))
+            got = np.asarray(f(jnp.asarray(x), e))
+            want = exact_residues(x, np.asarray(e), moduli, transposed, rows_out, -(-k // 16) * 16)
+            np.testing.assert_array_equal(got, want, err_msg=f"{kind} {shape}")
 
 
 @pytest.mark.parametrize("law", T.LAWS)

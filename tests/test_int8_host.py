@@ -1,9 +1,11 @@
 """The cuda backend's int8 path, checked without a GPU: the Ozaki II
+residue kernels' per-thread code (ffi/int8/residues.cuh) and the
 reconstruction kernel's per-element code (ffi/int8/crt.cuh) compiled for the
-host with nvcc and run against the xla backend's exact reconstruction, and
-the Python glue (jaxemu/backends/cuda_int8.py: padding, B transposed,
-K-pieces, the CRT call) with the two FFI calls replaced by exact CPU
-equivalents. The kernels themselves run in test_cuda_int8.py (GPU)."""
+host with nvcc and run against exact numpy references and the xla backend's
+exact reconstruction, and the Python glue (jaxemu/backends/cuda_int8.py:
+padding, B transposed, K-pieces, the CRT call) with the FFI calls replaced
+by exact CPU equivalents. The kernels themselves run in test_cuda_int8.py
+(GPU)."""
 import shutil
 import subprocess
 
@@ -22,15 +24,118 @@ from jaxemu.backends import xla as X
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def crt_check(tmp_path_factory):
+def build_native(tmp_path_factory, name):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found (CI has the CUDA toolkit: this runs there)")
-    exe = tmp_path_factory.mktemp("native") / "crt_check"
-    subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(ROOT / "tests/native/crt_check.cu")],
+    exe = tmp_path_factory.mktemp("native") / name
+    subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(ROOT / f"tests/native/{name}.cu")],
                    check=True, capture_output=True, timeout=300)
     return exe
+
+
+@pytest.fixture(scope="module")
+def crt_check(tmp_path_factory):
+    return build_native(tmp_path_factory, "crt_check")
+
+
+@pytest.fixture(scope="module")
+def residue_check(tmp_path_factory):
+    return build_native(tmp_path_factory, "residue_check")
+
+
+def run_residues(exe, tmp_path, x, e, moduli, transposed, rows_out, k_out):
+    """The residue kernels' tasks on the host: int8 (n, B, rows_out, k_out)."""
+    bsz = x.shape[0]
+    rows, k = (x.shape[2], x.shape[1]) if transposed else (x.shape[1], x.shape[2])
+    src, dst = tmp_path / "res_in.bin", tmp_path / "res_out.bin"
+    with open(src, "wb") as fh:
+        np.asarray([x.dtype == np.float64, transposed, bsz, rows, k, rows_out, k_out, len(moduli), *moduli],
+                   np.int64).tofile(fh)
+        np.ascontiguousarray(x).tofile(fh)
+        np.ascontiguousarray(e, np.int32).tofile(fh)
+    r = subprocess.run([str(exe), str(src), str(dst)], capture_output=True, text=True, timeout=60)
+    if r.returncode:
+        raise RuntimeError(r.stderr.strip())
+    return np.fromfile(dst, np.int8).reshape(len(moduli), bsz, rows_out, k_out)
+
+
+def exact_residues(x, e, moduli, transposed, rows_out, k_out):
+    """numpy's exact residues: x 2^e in float64 (exact: a float32 value, or
+    a float64 one whose scaled magnitude stays below 2^62, times a power of
+    two), rounded half to even, symmetric residues, transposed and padded."""
+    q = np.rint(np.ldexp(x.astype(np.float64), (e[:, None, :] if transposed else e[:, :, None]).astype(np.int64)))
+    q = q.astype(np.int64)
+    if transposed:
+        q = np.swapaxes(q, 1, 2)
+    q = np.pad(q, ((0, 0), (0, rows_out - q.shape[1]), (0, k_out - q.shape[2])))
+    out = []
+    for m in moduli:
+        r = np.mod(q, m)
+        out.append(np.where(r >= (m + 1) // 2, r - m, r).astype(np.int8))
+    return np.stack(out)
+
+
+def residue_operand(kind, shape, dtype, rng):
+    """Operands for the residue code: the four laws, plus zeros, subnormals,
+    huge values, signs, and rows of mixed magnitudes."""
+    if kind in T.LAWS:
+        return T.sample(kind, shape, rng).astype(dtype)
+    info = np.finfo(dtype)
+    if kind == "edges":
+        pool = np.asarray([0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, -2.5, info.tiny, -info.tiny, info.tiny * 2 ** -5,
+                           info.smallest_subnormal, -info.smallest_subnormal, info.max, -info.max, 3.0, 1e-3], dtype)
+        return rng.choice(pool, shape)
+    if kind == "mixed":  # magnitudes across the whole exponent range, random signs
+        lo, hi = (-140, 127) if dtype == np.float32 else (-1070, 1023)
+        mag = np.ldexp(rng.uniform(1, 2, shape), rng.integers(lo, hi, shape))
+        return (mag * rng.choice([-1.0, 1.0], shape)).astype(dtype)
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("dtype,bits", [(np.float32, 28), (np.float32, 30), (np.float64, 55), (np.float64, 62)])
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("kind", list(T.LAWS) + ["edges", "mixed"])
+def test_residue_kernel_code_is_exact(residue_check, tmp_path, dtype, bits, transposed, kind, rng):
+    # Odd shapes: k below, at and above 16; rows padded like B's (to 4) when
+    # transposed. Exponents as the backend computes them (row maxima at
+    # `bits` bits), so every integer is in the kernels' contract.
+    moduli = _ozaki2.MODULI[:9] if dtype == np.float32 else _ozaki2.MODULI[:18]
+    for bsz, rows, k in [(1, 1, 1), (2, 7, 17), (1, 33, 100), (3, 5, 16), (1, 40, 130)]:
+        shape = (bsz, k, rows) if transposed else (bsz, rows, k)
+        x = residue_operand(kind, shape, dtype, rng)
+        x[0, 0, :] = 0  # a row (or, transposed, a k) of zeros
+        with jax.enable_x64(dtype == np.float64):
+            e = np.asarray(_ozaki2.scale_exponents(jnp.asarray(x), 1 if transposed else 2, bits))
+        e = e[:, 0, :] if transposed else e[:, :, 0]
+        rows_out = -(-rows // 4) * 4 if transposed else rows
+        k_out = -(-k // 16) * 16
+        got = run_residues(residue_check, tmp_path, x, e, moduli, transposed, rows_out, k_out)
+        want = exact_residues(x, e, moduli, transposed, rows_out, k_out)
+        np.testing.assert_array_equal(got, want, err_msg=f"{kind} {shape} transposed={transposed}")
+
+
+def test_residue_kernel_code_matches_the_xla_twin(residue_check, tmp_path, rng):
+    # On normal data the xla backend's own integers (float scaling) are the
+    # kernel's (integer scaling), bit for bit, for both layouts.
+    moduli = _ozaki2.MODULI[:9]
+    a = rng.standard_normal((2, 37, 45)).astype(np.float32)
+    b = rng.standard_normal((2, 45, 30)).astype(np.float32)
+    ea = np.asarray(_ozaki2.scale_exponents(jnp.asarray(a), 2, 28))[:, :, 0]
+    eb = np.asarray(_ozaki2.scale_exponents(jnp.asarray(b), 1, 28))[:, 0, :]
+    for x, e, tr, rows_out in [(a, ea, False, 37), (b, eb, True, 32)]:
+        got = run_residues(residue_check, tmp_path, x, e, moduli, tr, rows_out, 48)
+        twin = np.asarray(cuda_int8.operand_residues_xla(jnp.asarray(x), jnp.asarray(e), moduli, tr, rows_out))
+        np.testing.assert_array_equal(got, twin)
+
+
+def test_residue_tables_refuse_bad_moduli(residue_check, tmp_path):
+    x = np.ones((1, 2, 3), np.float32)
+    e = np.zeros((1, 2), np.int32)
+    with pytest.raises(RuntimeError, match="2..256"):
+        run_residues(residue_check, tmp_path, x, e, (256, 1), False, 2, 16)
+    with pytest.raises(RuntimeError, match="k_out"):
+        run_residues(residue_check, tmp_path, x, e, (256,), False, 2, 8)
 
 
 def test_crt_division_free_reductions(crt_check):
@@ -108,7 +213,7 @@ def test_crt_tables_refuse_bad_moduli(crt_check, tmp_path):
 
 @pytest.fixture
 def cpu_kernels(monkeypatch):
-    """The two FFI calls replaced by exact CPU equivalents that check the
+    """The FFI calls replaced by exact CPU equivalents that check the
     kernels' input contract."""
     calls = []
 
@@ -126,6 +231,12 @@ def cpu_kernels(monkeypatch):
         vb = 62  # generous: |C'| < M / 4
         return _ozaki2.reconstruct(pr, moduli, vb, ea[:, :, None], eb[:, None, :], jnp.float32)
 
+    def operand_residues(x, e, moduli, transposed, rows_out):
+        assert e.dtype == jnp.int32 and e.shape == (x.shape[0], x.shape[2] if transposed else x.shape[1])
+        calls.append(("residues", x.shape, bool(transposed), rows_out))
+        return cuda_int8.operand_residues_xla(x, e, moduli, transposed, rows_out)
+
+    monkeypatch.setattr(cuda_int8, "operand_residues", operand_residues)
     monkeypatch.setattr(cuda_int8, "int8_matmul", int8_matmul)
     monkeypatch.setattr(cuda_int8, "crt_float32", crt_float32)
     return calls
@@ -140,7 +251,9 @@ def test_glue_gives_the_xla_backends_product(cpu_kernels, m, k, n, rng):
     ref = np.asarray(X.ozaki2_dot(jnp.asarray(a), jnp.asarray(b), s))
     np.testing.assert_array_equal(got, ref)
     nm = s.moduli_for(k)
-    assert cpu_kernels == [("gemm", (nm * 2, m, k), (nm * 2, -(-n // 4) * 4, k)), ("crt", (nm, 2, m, -(-n // 4) * 4))]
+    kp, np4 = -(-k // 16) * 16, -(-n // 4) * 4
+    assert cpu_kernels == [("residues", (2, m, k), False, m), ("residues", (2, k, n), True, np4),
+                           ("gemm", (nm * 2, m, kp), (nm * 2, np4, kp)), ("crt", (nm, 2, m, np4))]
 
 
 def test_glue_cuts_long_k_into_exact_pieces(cpu_kernels, monkeypatch, rng):
@@ -150,7 +263,7 @@ def test_glue_cuts_long_k_into_exact_pieces(cpu_kernels, monkeypatch, rng):
     s = jaxemu.get_scheme("ozaki2_f32")
     got = np.asarray(cuda_int8.ozaki2_finite(jnp.asarray(a), jnp.asarray(b), s))
     np.testing.assert_array_equal(got, np.asarray(X.ozaki2_dot(jnp.asarray(a), jnp.asarray(b), s)))
-    assert [c[0] for c in cpu_kernels] == ["gemm"] * 4 + ["crt"]
+    assert [c[0] for c in cpu_kernels] == ["residues"] * 2 + ["gemm"] * 4 + ["crt"]
 
 
 def test_glue_many_moduli_and_float64_use_the_exact_reconstruction(cpu_kernels, rng):

@@ -9,27 +9,12 @@
 
 #include <cuda_runtime.h>
 
-#include "crt_tables.h"
+#include "tables.h"
+#include "modular.cuh"
 #include "params.h"
 
 namespace jaxemu {
 namespace int8 {
-
-// x mod m for 0 <= x < 2^24 and 2 <= m <= 256, without a division:
-// q = floor(x magic / 2^32) with magic = floor(2^32 / m) + 1 = (2^32 + e) / m,
-// 0 < e <= m, is x / m plus x e / (m 2^32) < x / 2^32 < 2^-8 <= 1 / m, too
-// little to reach the next integer: q = floor(x / m) exactly. (An integer
-// division by a run-time divisor is ~20 instructions; this is a mul-hi and
-// a multiply-add.) tests/native/crt_check.cu --selftest checks it for every
-// such x and m.
-__host__ __device__ __forceinline__ int mod_u24(uint32_t x, int m, uint32_t magic) {
-#ifdef __CUDA_ARCH__
-  const uint32_t q = __umulhi(x, magic);
-#else
-  const uint32_t q = uint32_t((uint64_t(x) * magic) >> 32);
-#endif
-  return int(x - q * uint32_t(m));
-}
 
 // x mod m in [0, m) for any int32 x: x + 2^31 = (hi + 2^15) 2^16 + lo, both
 // parts nonnegative, and (hi + 2^15) (2^16 mod m) + lo < 2^16 * 256 = 2^24.

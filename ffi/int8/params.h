@@ -2,8 +2,11 @@
 //
 // Ozaki scheme II (jaxemu/_ozaki2.py, docs/accuracy.md) computes an FP32 (or
 // FP64) product from exact integer products of int8 residues, one per
-// modulus m_l, and the Chinese remainder theorem. Its GPU path is two
-// launches after XLA's residue fusion:
+// modulus m_l, and the Chinese remainder theorem. Its GPU path, after XLA's
+// row / column maxima (the scaling exponents), is four launches:
+//   0. ResidueProblem, once per operand: the scaled integers' int8 residues
+//      modulo every m_l, in the GEMM's layout (K contiguous, zero-padded),
+//      one read of the operand;
 //   1. GemmProblem: every residue product of one emulated product in one
 //      batched int8 x int8 -> int32 tensor-core GEMM (L = moduli x batch);
 //   2. CrtProblem: per output element, the residues of the raw products, the
@@ -63,6 +66,32 @@ struct CrtProblem {
   int c16[kMaxModuli] = {};
   int c31[kMaxModuli] = {};
   int off20[kMaxModuli] = {};
+};
+
+// The residues of one operand. x holds float32 or float64 values, finite:
+// (batch, rows, k) with k contiguous, or, `transposed`, (batch, k, rows) with
+// rows contiguous (B of A B, whose columns are the GEMM's rows). Each value
+// is scaled by 2^exp[b, row] and rounded to the nearest integer q (ties to
+// even, exactly: integer arithmetic on the bits, subnormals included); the
+// caller chooses exp so that |q| <= 2^30 for float32 and 2^62 for float64.
+// out (nmod, batch, rows_out, k_out) int8, k contiguous, holds the
+// symmetric residues of q modulo each m_l: r = q mod m in [0, m), minus m
+// where r >= (m + 1) / 2 ([-128, 127] for m = 256, [-(m-1)/2, (m-1)/2] for
+// odd m; as jaxemu/_ozaki2.py: symmetric_residues); entries
+// past rows or k (padding up to rows_out >= rows and k_out >= k, k_out a
+// multiple of 16) are 0. One read of x, nmod int8 writes per value.
+constexpr int kMaxResidueModuli = 40;
+struct ResidueProblem {
+  const void* x = nullptr;
+  const int32_t* exp = nullptr;
+  int8_t* out = nullptr;
+  int64_t batch = 0, rows = 0, k = 0, rows_out = 0, k_out = 0;
+  bool transposed = false;
+  bool f64 = false;
+  int nmod = 0;
+  int moduli[kMaxResidueModuli] = {};
+  uint32_t magic[kMaxResidueModuli] = {};  // modular.cuh: mod_u24
+  int c16[kMaxResidueModuli] = {};         // 2^16 mod m
 };
 
 }  // namespace int8

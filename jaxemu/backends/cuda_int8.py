@@ -1,14 +1,16 @@
 """The cuda backend's int8 path: Ozaki scheme II (jaxemu/_ozaki2.py) on the
 int8 tensor cores.
 
-XLA scales each operand to integers and takes their int8 residues (one
-elementwise fusion per operand, B's written transposed, K contiguous: int8
-wgmma reads only K-major operands); one FFI call (ffi/int8/: CUTLASS sm90
-warp-specialized int8 GEMM) computes the residue products of every modulus
-and batch entry, exact in int32; for FP32 results one more FFI call (the CRT
-kernel) reduces them, forms the mixed-radix digits and writes C once. FP64
-results (ozaki2_f64) need more than a double to hold C' exactly, so their
-reconstruction stays the xla backend's exact limb arithmetic.
+XLA finds each row's (A) and column's (B) scaling exponent (one reduction
+per operand); the residue kernel (ffi/int8/residues.cuh) reads each operand
+once and writes the int8 residues of its scaled integers for every modulus,
+B's transposed (K contiguous: int8 wgmma reads only K-major operands) and
+both zero-padded to the GEMM's alignment; one FFI call (ffi/int8/: CUTLASS
+sm90 warp-specialized int8 GEMM) computes the residue products of every
+modulus and batch entry, exact in int32; for FP32 results one more FFI call
+(the CRT kernel) reduces them, forms the mixed-radix digits and writes C
+once. FP64 results (ozaki2_f64) need more than a double to hold C' exactly,
+so their reconstruction stays the xla backend's exact limb arithmetic.
 
 The special-value and overflow rules are the xla backend's canonical_dot,
 with this module's product on the finite operands.
@@ -20,7 +22,6 @@ import importlib
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from .. import _ozaki2
 from .._int8dot import pad_axis
@@ -88,20 +89,41 @@ def crt_float32(p, ea, eb, moduli):
         p, ea, eb, moduli=np.asarray(moduli, np.int64))
 
 
+def operand_residues(x, e, moduli, transposed: bool, rows_out: int):
+    """The residue kernel: int8 (n, B, rows_out, K_out) residues modulo each
+    of ``moduli`` of round(x 2^e) (ties to even), K contiguous, zeros past
+    the operand (K_out = K rounded up to 16). x is (B, R, K), or (B, K, R)
+    when ``transposed`` (B of A B, whose columns are the GEMM's rows); e is
+    int32 (B, R), from _ozaki2.scale_exponents."""
+    bsz = x.shape[0]
+    k = x.shape[1] if transposed else x.shape[2]
+    out = jax.ShapeDtypeStruct((len(moduli), bsz, rows_out, -(-k // ALIGN_K) * ALIGN_K), jnp.int8)
+    return jax.ffi.ffi_call("jaxemu_ozaki2_residues", out)(
+        x, e, moduli=np.asarray(moduli, np.int64), transposed=int(bool(transposed)))
+
+
+def operand_residues_xla(x, e, moduli, transposed: bool, rows_out: int):
+    """operand_residues in plain JAX (the xla backend's integers and
+    residues, transposed and padded the same way): its twin in the CPU tests."""
+    xi = jnp.round(_ozaki2.ldexp(x, e[:, None, :] if transposed else e[:, :, None]))
+    xi = xi.astype(jnp.int64 if x.dtype == jnp.float64 else jnp.int32)
+    if transposed:
+        xi = jnp.swapaxes(xi, 1, 2)
+    widths = ((0, 0), (0, rows_out - xi.shape[1]), (0, (-xi.shape[2]) % ALIGN_K))
+    return _ozaki2.symmetric_residues(jnp.pad(xi, widths), moduli)
+
+
 def residues(a, b, s: Ozaki2):
     """The xla backend's integers and moduli for a (B, M, K), b (B, K, N), as
-    the kernels take them: (moduli, ra (n, B, M, K), rbt (n, B, Np, K) int8
-    with B transposed and N padded to whole 16-byte rows of int32 C (zero
-    columns), ea (B, M, 1), eb (B, 1, N), value_bits)."""
-    nm = s.moduli_for(a.shape[2])
-    moduli, (ea, ai), (eb, bi), value_bits = _ozaki2.scaled_integers(a, b, nm, s.MAX_BITS[s.dtype])
-    ra = _ozaki2.symmetric_residues(ai, moduli)
-    # B's integers transposed once and materialized (the barrier keeps XLA
-    # from fusing the transpose into the residue pass, where each of the n
-    # residues would read B column-wise, 4 bytes per 32-byte sector: the
-    # residue step took 7.4 ms of ozaki2_f32's 17.2 at 8192^3 on an H100).
-    bit = lax.optimization_barrier(pad_axis(jnp.swapaxes(bi, 1, 2), 1, ALIGN_N))
-    rbt = _ozaki2.symmetric_residues(bit, moduli)
+    the kernels take them: (moduli, ra (n, B, M, Kp), rbt (n, B, Np, Kp) int8
+    with B transposed, K zero-padded to a multiple of 16 and N to whole
+    16-byte rows of int32 C (zero columns), ea (B, M, 1), eb (B, 1, N),
+    value_bits)."""
+    moduli, pa, pb, value_bits = _ozaki2.plan(a.shape[2], s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype])
+    ea = _ozaki2.scale_exponents(a, 2, pa)  # (B, M, 1)
+    eb = _ozaki2.scale_exponents(b, 1, pb)  # (B, 1, N)
+    ra = operand_residues(a, ea[:, :, 0], moduli, False, a.shape[1])
+    rbt = operand_residues(b, eb[:, 0, :], moduli, True, -(-b.shape[2] // ALIGN_N) * ALIGN_N)
     return moduli, ra, rbt, ea, eb, value_bits
 
 

@@ -6,11 +6,13 @@
 //   fused: C = sum_t 2^e_t A_{a_t} B_{b_t}^T (* 2^-(row + col)), in double,
 //          within 2^-20 of sum_t 2^e_t |A_{a_t}| |B_{b_t}|^T; the nonfinite flag.
 //   int8:  the int8 GEMM bit for bit against int64 sums, both configurations.
+//   residues: the Ozaki II residue kernels (both layouts, float32 and
+//          float64) byte for byte against their per-thread code on the host.
 //   crt:   the Ozaki II reconstruction kernel against the same code on the host.
 // Built by CMake with -DJAXEMU_KERNEL_CHECK=ON (scripts/sanitize_kernels.sh
 // runs it under the sanitizer's tools); prints one line per case.
 //
-//   jaxemu_kernel_check [--list] [--family fused|int8|crt] [--start N] [--count N]
+//   jaxemu_kernel_check [--list] [--family fused|int8|residues|crt] [--start N] [--count N]
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -29,6 +31,7 @@
 #include "fused.h"
 #include "int8.h"
 #include "int8/crt.cuh"
+#include "int8/residues.cuh"
 
 using namespace jaxemu;
 
@@ -362,6 +365,114 @@ bool run_int8(const Int8Case& c, std::mt19937_64& rng, std::string* detail) {
   return wrong == 0;
 }
 
+// ------------------------------------------------------------- residues --
+
+struct ResidueCase {
+  int64_t batch, rows, k;
+  bool transposed, f64;
+  int nmod;
+};
+
+std::vector<ResidueCase> residue_cases() {
+  std::vector<ResidueCase> out;
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {1, 1, 1}, {2, 7, 17}, {1, 129, 4097}, {3, 1000, 127}, {1, 4097, 129}, {1, 33, 4096}, {2, 300, 64}};
+  for (int f64 = 0; f64 < 2; ++f64)
+    for (int tr = 0; tr < 2; ++tr)
+      for (auto s : shapes) out.push_back({s[0], s[1], s[2], tr != 0, f64 != 0, f64 ? 18 : 9});
+  out.push_back({1, 17, 100, true, false, int8::kMaxResidueModuli});
+  out.push_back({1, 17, 100, false, true, int8::kMaxResidueModuli});
+  return out;
+}
+
+std::string label(const ResidueCase& c) {
+  char buf[140];
+  std::snprintf(buf, sizeof buf, "residues %s %s %lldx%lldx%lld moduli=%d", c.f64 ? "f64" : "f32",
+                c.transposed ? "transposed" : "rows", (long long)c.batch, (long long)c.rows, (long long)c.k, c.nmod);
+  return buf;
+}
+
+template <class T>
+void residues_on_host(const int8::ResidueProblem& p) {
+  const T* x = static_cast<const T*>(p.x);
+  if (!p.transposed) {
+    for (int64_t t = 0; t < p.batch * p.rows_out * (p.k_out / 4); ++t) int8::rows_task<T>(p, t);
+    return;
+  }
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t r = 0; r < p.rows_out; ++r)
+      for (int64_t k0 = 0; k0 < p.k_out; k0 += 16) {
+        const int64_t valid = r < p.rows ? std::max<int64_t>(0, std::min<int64_t>(16, p.k - k0)) : 0;
+        int8::transposed_task<T>(p, b, r, k0, valid ? x + (b * p.k + k0) * p.rows + r : x, p.rows, int(valid));
+      }
+}
+
+bool run_residues(const ResidueCase& c, std::mt19937_64& rng, std::string* detail) {
+  std::vector<int64_t> moduli;
+  for (int64_t m = 256; int(moduli.size()) < c.nmod; --m) moduli.push_back(m);  // coprimality: the CRT's concern
+  const int64_t count = c.batch * c.rows * c.k, rows_out = c.transposed ? (c.rows + 3) / 4 * 4 : c.rows;
+  const int64_t k_out = (c.k + 15) / 16 * 16, total = c.nmod * c.batch * rows_out * k_out;
+  // Values of every magnitude and sign, zeros, subnormals; exponents from
+  // each row's maximum as the backend computes them (30 / 62 bits).
+  std::uniform_real_distribution<double> u(1.0, 2.0);
+  std::uniform_int_distribution<int> ue(c.f64 ? -1074 : -149, c.f64 ? 1000 : 120), coin(0, 9);
+  std::vector<double> xd(static_cast<size_t>(count));
+  for (auto& v : xd) v = coin(rng) == 0 ? 0.0 : std::ldexp(u(rng), ue(rng)) * (coin(rng) < 5 ? -1 : 1);
+  std::vector<uint8_t> bytes(size_t(count) * (c.f64 ? 8 : 4));
+  std::vector<double> rowmax(size_t(c.batch * c.rows), 0.0);
+  for (int64_t i = 0; i < count; ++i) {
+    const float f = float(xd[size_t(i)]);
+    if (!c.f64) xd[size_t(i)] = f;  // the float32 value
+    if (c.f64) std::memcpy(&bytes[size_t(i) * 8], &xd[size_t(i)], 8);
+    else std::memcpy(&bytes[size_t(i) * 4], &f, 4);
+    const int64_t b = i / (c.rows * c.k), rest = i % (c.rows * c.k);
+    const int64_t r = c.transposed ? rest % c.rows : rest / c.k;
+    double& mx = rowmax[size_t(b * c.rows + r)];
+    mx = std::max(mx, std::fabs(xd[size_t(i)]));
+  }
+  std::vector<int32_t> exps(rowmax.size());
+  for (size_t i = 0; i < exps.size(); ++i)
+    exps[i] = rowmax[i] > 0 ? (c.f64 ? 61 : 29) - std::ilogb(rowmax[i]) : 0;
+  Device dx(bytes.size()), de(exps.size() * 4), dout(static_cast<size_t>(total));
+  upload(dx, bytes);
+  upload(de, exps);
+  int8::ResidueProblem p;
+  std::string why = int8::setup_residues(moduli, &p);
+  if (!why.empty()) {
+    *detail = why;
+    return false;
+  }
+  p.x = dx.ptr;
+  p.exp = static_cast<int32_t*>(de.ptr);
+  p.out = static_cast<int8_t*>(dout.ptr);
+  p.batch = c.batch;
+  p.rows = c.rows;
+  p.k = c.k;
+  p.rows_out = rows_out;
+  p.k_out = k_out;
+  p.transposed = c.transposed;
+  p.f64 = c.f64;
+  CHECK_CUDA(cudaMemset(dout.ptr, 0x5A, size_t(total)));  // poison: an unwritten byte fails the check
+  why = int8::run(p, nullptr);
+  if (!why.empty()) {
+    *detail = "run: " + why;
+    return false;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = download<int8_t>(dout, size_t(total));
+  std::vector<uint4> host(size_t(total + 15) / 16 + 1);
+  int8::ResidueProblem h = p;
+  h.x = bytes.data();
+  h.exp = exps.data();
+  h.out = reinterpret_cast<int8_t*>(host.data());
+  if (c.f64) residues_on_host<double>(h);
+  else residues_on_host<float>(h);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < total; ++i) wrong += got[size_t(i)] != h.out[i];
+  *detail = std::to_string(wrong) + " of " + std::to_string(total) + " residues differ from the host code";
+  return wrong == 0;
+}
+
 // ------------------------------------------------------------------ crt --
 
 struct CrtCase {
@@ -454,7 +565,8 @@ int main(int argc, char** argv) {
     else if (a == "--start" && i + 1 < argc) start = std::atol(argv[++i]);
     else if (a == "--count" && i + 1 < argc) count = std::atol(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--list] [--family fused|int8|crt] [--start N] [--count N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--list] [--family fused|int8|residues|crt] [--start N] [--count N]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -466,6 +578,7 @@ int main(int argc, char** argv) {
   std::vector<Entry> cases;
   const auto fc = fused_cases();
   const auto ic = int8_cases();
+  const auto rc = residue_cases();
   const auto cc = crt_cases();
   if (family.empty() || family == "fused")
     for (size_t i = 0; i < fc.size(); ++i) cases.push_back({label(fc[i]), 0, i});
@@ -473,6 +586,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < ic.size(); ++i) cases.push_back({label(ic[i]), 1, i});
   if (family.empty() || family == "crt")
     for (size_t i = 0; i < cc.size(); ++i) cases.push_back({label(cc[i]), 2, i});
+  if (family.empty() || family == "residues")
+    for (size_t i = 0; i < rc.size(); ++i) cases.push_back({label(rc[i]), 3, i});
   const long end = count < 0 ? long(cases.size()) : std::min(long(cases.size()), start + count);
   if (list) {
     for (long i = start; i < end; ++i) std::printf("%ld %s\n", i, cases[size_t(i)].label.c_str());
@@ -491,7 +606,8 @@ int main(int argc, char** argv) {
     std::string detail;
     bool ok = e.family == 0 ? run_fused(fc[e.index], rng, &detail)
               : e.family == 1 ? run_int8(ic[e.index], rng, &detail)
-                              : run_crt(cc[e.index], rng, &detail);
+              : e.family == 2 ? run_crt(cc[e.index], rng, &detail)
+                              : run_residues(rc[e.index], rng, &detail);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
       ok = false;

@@ -1,5 +1,5 @@
-// Host side of the Ozaki II reconstruction: the CrtProblem's tables (plain
-// C++: module.cc includes it through ffi/int8.h).
+// Host side of the Ozaki II kernels: the tables of a CrtProblem and of a
+// ResidueProblem (plain C++: module.cc includes it through ffi/int8.h).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,9 @@
 
 namespace jaxemu {
 namespace int8 {
+
+// The reciprocal that mod_u24 (ffi/int8/modular.cuh) multiplies by.
+inline uint32_t mod_magic(int64_t m) { return uint32_t((uint64_t(1) << 32) / uint64_t(m) + 1); }
 
 // The tables of a CrtProblem from its moduli (pairwise coprime, 2..256);
 // "" or why not. W_l = m_0 ... m_{l-1}; wmod[l][j] = W_j mod m_l;
@@ -24,7 +27,7 @@ inline std::string setup_crt(const std::vector<int64_t>& moduli, CrtProblem* p) 
     if (ml < 2 || ml > 256) return "moduli must lie in 2..256";
     p->moduli[l] = int(ml);
     p->weight[l] = w;
-    p->magic[l] = uint32_t((uint64_t(1) << 32) / uint64_t(ml) + 1);
+    p->magic[l] = mod_magic(ml);
     p->c16[l] = int((int64_t(1) << 16) % ml);
     p->c31[l] = int((int64_t(1) << 31) % ml);
     p->off20[l] = int(((int64_t(1) << 20) + ml - 1) / ml * ml);
@@ -39,6 +42,22 @@ inline std::string setup_crt(const std::vector<int64_t>& moduli, CrtProblem* p) 
     if (!inv) return "moduli must be pairwise coprime";
     p->inverse[l] = inv;
     w *= double(ml);
+  }
+  return "";
+}
+
+// The tables of a ResidueProblem from its moduli (2..256, at most
+// kMaxResidueModuli; coprimality is the CRT's concern); "" or why not.
+inline std::string setup_residues(const std::vector<int64_t>& moduli, ResidueProblem* p) {
+  const int n = int(moduli.size());
+  if (n < 1 || n > kMaxResidueModuli) return "between 1 and " + std::to_string(kMaxResidueModuli) + " moduli";
+  p->nmod = n;
+  for (int l = 0; l < n; ++l) {
+    const int64_t ml = moduli[l];
+    if (ml < 2 || ml > 256) return "moduli must lie in 2..256";
+    p->moduli[l] = int(ml);
+    p->magic[l] = mod_magic(ml);
+    p->c16[l] = int((int64_t(1) << 16) % ml);
   }
   return "";
 }
