@@ -33,38 +33,15 @@ __global__ void __launch_bounds__(256) residues_rows_kernel(const ResidueProblem
     rows_task<T>(p, t);
 }
 
-// Residues of a transposed (batch, k, rows) operand (B of A B): a block
-// stages a kTileK x kTileR tile in shared memory with coalesced reads along
-// rows (a warp reads 32 consecutive values of one k), then each thread
-// writes 16 consecutive k of one output row per modulus (16-byte stores; the
-// two lanes of a pair cover one 32-byte sector). The tile is padded by one
-// column: a warp's column reads (rows lane / 2, k groups lane % 2) then hit
-// 32 distinct banks.
-constexpr int kTileK = 128, kTileR = 32, kResidueThreads = 256;
+// Residues of a transposed (batch, k, rows) operand (B of A B): staged
+// through a shared-memory tile (ffi/common/tiles.cuh), 16 consecutive k of
+// one output row per thread (16-byte stores per modulus).
 template <class T>
-__global__ void __launch_bounds__(kResidueThreads) residues_transposed_kernel(const ResidueProblem p) {
-  __shared__ T tile[kTileK][kTileR + 1];
-  const int64_t ktiles = (p.k_out + kTileK - 1) / kTileK, rtiles = (p.rows_out + kTileR - 1) / kTileR;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int rr = lane / 2 + kTileR / 2 * (warp & 1), group = (lane & 1) + 2 * (warp >> 1);  // group of 16 k: 0..7
-  const T* x = static_cast<const T*>(p.x);
-  for (int64_t t = blockIdx.x; t < p.batch * rtiles * ktiles; t += gridDim.x) {
-    int64_t rest, kt, b, rt;
-    divmod(t, ktiles, &rest, &kt);
-    divmod(rest, rtiles, &b, &rt);
-    const int64_t k0 = kt * kTileK, r0 = rt * kTileR;
-    const T* src = x + b * p.k * p.rows;
-#pragma unroll
-    for (int i = 0; i < kTileK * kTileR / kResidueThreads; ++i) {
-      const int idx = int(threadIdx.x) + i * kResidueThreads, kk = idx / kTileR, c = idx % kTileR;
-      const int64_t kg = k0 + kk, rg = r0 + c;
-      tile[kk][c] = (kg < p.k && rg < p.rows) ? src[kg * p.rows + rg] : T(0);
-    }
-    __syncthreads();
-    const int64_t r = r0 + rr, kq = k0 + 16 * group;
-    if (r < p.rows_out && kq < p.k_out) transposed_task<T>(p, b, r, kq, &tile[16 * group][rr], kTileR + 1, 16);
-    __syncthreads();
-  }
+__global__ void __launch_bounds__(kTileThreads, 2) residues_transposed_kernel(const ResidueProblem p) {
+  for_each_transposed_tile(static_cast<const T*>(p.x), p.batch, p.k, p.rows, p.k_out, p.rows_out,
+                           [&](int64_t b, int64_t r, int64_t k0, const T* col, int64_t stride) {
+                             transposed_task<T>(p, b, r, k0, col, stride, 16);
+                           });
 }
 
 static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -133,16 +110,14 @@ std::string run(const ResidueProblem& p, cudaStream_t stream) {
   if (p.batch * p.rows_out * p.k_out == 0) return "";
   const int64_t cap = int64_t(sm_count()) * 16;  // enough resident blocks to hide latency
   if (p.transposed) {
-    const int64_t tiles =
-        p.batch * ((p.rows_out + kTileR - 1) / kTileR) * ((p.k_out + kTileK - 1) / kTileK);
-    const int blocks = int(std::min(tiles, cap));
-    if (p.f64) residues_transposed_kernel<double><<<blocks, kResidueThreads, 0, stream>>>(p);
-    else residues_transposed_kernel<float><<<blocks, kResidueThreads, 0, stream>>>(p);
+    const int blocks = int(std::min(transposed_tiles(p.batch, p.k_out, p.rows_out), cap));
+    if (p.f64) residues_transposed_kernel<double><<<blocks, kTileThreads, 0, stream>>>(p);
+    else residues_transposed_kernel<float><<<blocks, kTileThreads, 0, stream>>>(p);
   } else {
     const int64_t tasks = p.batch * p.rows_out * (p.k_out / 4);
-    const int blocks = int(std::min((tasks + kResidueThreads - 1) / kResidueThreads, cap));
-    if (p.f64) residues_rows_kernel<double><<<blocks, kResidueThreads, 0, stream>>>(p);
-    else residues_rows_kernel<float><<<blocks, kResidueThreads, 0, stream>>>(p);
+    const int blocks = int(std::min((tasks + 255) / 256, cap));
+    if (p.f64) residues_rows_kernel<double><<<blocks, 256, 0, stream>>>(p);
+    else residues_rows_kernel<float><<<blocks, 256, 0, stream>>>(p);
   }
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("residue kernel launch: ") + cudaGetErrorString(e);

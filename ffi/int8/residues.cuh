@@ -17,6 +17,7 @@
 
 #include <cuda_runtime.h>
 
+#include "../common/tiles.cuh"
 #include "modular.cuh"
 #include "params.h"
 
@@ -141,19 +142,6 @@ __host__ __device__ __forceinline__ void write_residues(const ResidueProblem& p,
       w[i / 4] |= uint32_t(uint8_t(int8_t(s))) << (8 * (i % 4));
     }
     store_bytes<N>(dst + int64_t(l) * plane, w);
-  }
-}
-
-// a / b and a % b for nonnegative a, b; 32-bit divisions where they fit (a
-// 64-bit division by a run-time value costs several times more).
-__host__ __device__ __forceinline__ void divmod(int64_t a, int64_t b, int64_t* q, int64_t* r) {
-  if (a <= int64_t(UINT32_MAX) && b <= int64_t(UINT32_MAX)) {
-    const uint32_t qq = uint32_t(a) / uint32_t(b);
-    *q = qq;
-    *r = int64_t(uint32_t(a) - qq * uint32_t(b));
-  } else {
-    *q = a / b;
-    *r = a - *q * b;
   }
 }
 
