@@ -252,23 +252,107 @@ def limbs_to_float(sign, limbs, dtype):
     return out * sign.astype(dtype)
 
 
+def norm_budgets(n_moduli: int, k: int, max_bits: int) -> Tuple[float, float]:
+    """(La, Lb): log2 of the bounds on the 2-norms of A's scaled rows and B's
+    scaled columns under the norm rule, La + Lb = log2(M / 4), so that
+    ||A'_i|| ||B'_j|| <= M / 4. Split as the max rule splits its bits
+    (La - Lb = pa - pb): a row scaled by the max rule has norm at most
+    sqrt(K) 2^pa <= 2^La, so the two rules may meet in one product."""
+    pa, pb = operand_bits(n_moduli, k, max_bits)
+    total = moduli_bits(n_moduli) - 2.0
+    return (total + pa - pb) / 2.0, (total - pa + pb) / 2.0
+
+
+def _row_norm_upper(x, axis: int, ex):
+    """An upper bound of each row's 2-norm times 2^-ex (ex = floor(log2 of
+    the row's max |x|), so the bound is at most ~2 sqrt(K)), keepdims.
+
+    Each |x| 2^-ex is rebuilt from the bits as (integer significand) times a
+    power of two no smaller than 2^-100 (2^-900 for float64): every value and
+    product stays normal, so a platform that flushes subnormals (XLA's CPU)
+    cannot make the bound smaller than the norm of the integers the residue
+    kernel computes exactly; raising tiny powers only enlarges the bound.
+    The float sum and square root are then inflated by their rounding error."""
+    ut, mbits, bias, _ = _layout(x.dtype)
+    dt = x.dtype.type
+    u = lax.bitcast_convert_type(jnp.abs(x), ut)
+    field = (u >> mbits).astype(jnp.int32)
+    mant = u & ut((1 << mbits) - 1)
+    sig = jnp.where(field > 0, mant | ut(1 << mbits), mant)
+    scale = jnp.where(field > 0, field, 1) - bias - mbits - ex  # |x| 2^-ex = sig 2^scale
+    floor = -100 if dt == np.float32 else -900
+    y = sig.astype(x.dtype) * _pow2(jnp.maximum(scale, floor), x.dtype)
+    eps = float(np.finfo(x.dtype).eps) / 2  # unit roundoff
+    k = x.shape[axis]
+    ss = jnp.sum(y * y, axis=axis, keepdims=True) * dt(1 + (k + 4) * eps)
+    return jnp.sqrt(ss) * dt(1 + 4 * eps)
+
+
+def norm_exponents(x, axis: int, budget_log2: float, min_bits: int, max_bits: int):
+    """Per-row exponents e (int32, keepdims) under the norm rule: the largest
+    e with ||round(x_row 2^e)||_2 <= 2^budget_log2 (then by Cauchy-Schwarz
+    |(A'B')_ij| <= ||A'_i|| ||B'_j|| <= M / 4 for any data, without the
+    factor K max|A'| max|B'| of the max rule; budgets from norm_budgets),
+    but never fewer than ``min_bits`` bits for the row's maximum (the max
+    rule's, which already keeps the norm within budget) nor more than
+    ``max_bits`` (int32 / int64 integers). Rows of zeros: e = 0.
+
+    Rounding adds at most 1/2 per entry, sqrt(K)/2 to the norm: e satisfies
+    2^e ||x_row|| + sqrt(K)/2 <= 2^budget_log2, found as floor(log2) of a
+    lower bound of (2^budget_log2 - sqrt(K)/2) / ||x_row|| (GEMMul8's
+    "fast mode" scaling, Ozaki, Uchino & Imamura)."""
+    dt = x.dtype.type
+    eps = float(np.finfo(x.dtype).eps) / 2
+    k = x.shape[axis]
+    amax = jnp.max(jnp.abs(x), axis=axis, keepdims=True)
+    ex = exponent(amax)
+    room = 2.0 ** budget_log2 - math.sqrt(k) / 2
+    room_lo = dt(room)
+    if float(room_lo) > room:
+        room_lo = np.nextafter(room_lo, dt(0))
+    q = room_lo / _row_norm_upper(x, axis, ex) * dt(1 - 4 * eps)
+    e = exponent(q) - ex  # 2^(e + ex) <= q
+    e = jnp.clip(e, min_bits - 1 - ex, max_bits - 1 - ex)
+    return jnp.where(amax > 0, e, 0)
+
+
 def plan(k: int, n_moduli: int, max_bits: int):
     """(moduli, pa, pb, value_bits) of a product with contraction length k:
-    the first ``n_moduli`` moduli, the bits of A's and B's scaled integers,
-    and a bound on log2 |A' B'|."""
+    the first ``n_moduli`` moduli, the bits of A's and B's scaled integers
+    under the max rule (the least the norm rule gives), and a bound on
+    log2 |A' B'| that holds under either rule (|A' B'| <= M / 4)."""
     pa, pb = operand_bits(n_moduli, k, max_bits)
-    value_bits = pa + pb + max(0, math.ceil(math.log2(max(k, 1)))) + 1
+    log2k = max(0, math.ceil(math.log2(max(k, 1))))
+    # |A'B'| <= M / 4 (either rule) and <= K 2^(2 max_bits) (the integers' cap).
+    value_bits = min(math.ceil(moduli_bits(n_moduli)) - 1, 2 * max_bits + log2k + 1)
     return MODULI[:n_moduli], pa, pb, value_bits
 
 
-def scaled_integers(a, b, n_moduli: int, max_bits: int):
-    """The first step of ozaki2_dot: the moduli, and A, B scaled to integers of
-    (pa, pb) bits per row of A / column of B: (moduli, (ea, ai), (eb, bi),
+def exponents(a, b, n_moduli: int, max_bits: int, scaling: str = "norm"):
+    """The scaling exponents of a (B, M, K) and b (B, K, N): (moduli, ea
+    (B, M, 1), eb (B, 1, N), value_bits). "max": every row's maximum keeps
+    pa (pb) bits, from |A'B'| <= K 2^(pa + pb) <= M / 4; "norm": each row
+    as many as its 2-norm allows (norm_exponents), never fewer."""
+    moduli, pa, pb, value_bits = plan(a.shape[2], n_moduli, max_bits)
+    if scaling == "max":
+        return moduli, scale_exponents(a, 2, pa), scale_exponents(b, 1, pb), value_bits
+    if scaling != "norm":
+        raise ValueError(f"Ozaki II scaling must be 'norm' or 'max', got {scaling!r}")
+    la, lb = norm_budgets(n_moduli, a.shape[2], max_bits)
+    ea = norm_exponents(a, 2, la, pa, max_bits)
+    eb = norm_exponents(b, 1, lb, pb, max_bits)
+    return moduli, ea, eb, value_bits
+
+
+def scaled_integers(a, b, n_moduli: int, max_bits: int, scaling: str = "norm"):
+    """The first step of ozaki2_dot: the moduli, and A, B scaled to integers
+    per row of A / column of B (``exponents``): (moduli, (ea, ai), (eb, bi),
     value_bits), with ea (B, M, 1), eb (B, 1, N) their exponents and
     value_bits a bound on log2 |A' B'|."""
-    moduli, pa, pb, value_bits = plan(a.shape[2], n_moduli, max_bits)
-    ea, ai = scale_to_integers(a, 2, pa)  # ea: (B, M, 1)
-    eb, bi = scale_to_integers(b, 1, pb)  # eb: (B, 1, N)
+    moduli, ea, eb, value_bits = exponents(a, b, n_moduli, max_bits, scaling)
+    it = jnp.int64 if a.dtype == jnp.float64 else jnp.int32
+    ai = jnp.round(ldexp(a, ea)).astype(it)
+    bi = jnp.round(ldexp(b, eb)).astype(it)
     return moduli, (ea, ai), (eb, bi), value_bits
 
 
@@ -281,9 +365,9 @@ def reconstruct(pr, moduli, value_bits: int, ea, eb, dtype):
     return ldexp(c, -(ea + eb))
 
 
-def ozaki2_dot(a, b, n_moduli: int, max_bits: int):
+def ozaki2_dot(a, b, n_moduli: int, max_bits: int, scaling: str = "norm"):
     """Ozaki II product of finite canonical a: (B, M, K), b: (B, K, N), both
     float32 or both float64, with the first ``n_moduli`` moduli."""
-    moduli, (ea, ai), (eb, bi), value_bits = scaled_integers(a, b, n_moduli, max_bits)
+    moduli, (ea, ai), (eb, bi), value_bits = scaled_integers(a, b, n_moduli, max_bits, scaling)
     pr = modular_products(symmetric_residues(ai, moduli), symmetric_residues(bi, moduli), moduli)
     return reconstruct(pr, moduli, value_bits, ea, eb, a.dtype)

@@ -318,16 +318,25 @@ class Ozaki2(Scheme):
       moduli: number of moduli (int8 products), or None: the fewest that give
         every operand entry ``target_bits`` bits at the product's K
         (``moduli_for(k)``). Fewer moduli: faster and less accurate (GEMMul8's knob).
-      target_bits: bits per scaled operand entry that the default moduli count
-        provides. 26 for float32 (2 beyond the 24-bit significand of the row's
-        largest entry; measured on CPU: error 0.06-0.25x FP32's on the four
-        input laws, docs/accuracy.md), 55 for float64.
+      target_bits: bits that the default moduli count guarantees the largest
+        scaled entry of every row (column) under the worst case of either
+        scaling rule. 24 for float32 (the significand of the row's largest
+        entry; 8 moduli up to K = 8192, 9 up to 2^21; with the norm rule,
+        measured on a CPU: error 0.03-0.12x FP32's on the four input laws up
+        to K = 16384, docs/accuracy.md), 55 for float64.
+      scaling: how each row of A (column of B) is scaled to integers. "norm"
+        (default; GEMMul8's fast mode): as many bits as its 2-norm allows,
+        |A'B'| <= ||A'_i|| ||B'_j|| <= M / 4 (Cauchy-Schwarz), which on
+        typical data is 1-3 bits more than "max" gives; "max": the row's
+        maximum keeps the bits of the worst case K max|A'| max|B'| <= M / 4
+        (never more than "norm" gives).
     """
 
     name: str
     dtype: str = "float32"
     moduli: Optional[int] = None
-    target_bits: int = 26
+    target_bits: int = 24
+    scaling: str = "norm"
     source: str = "Ozaki scheme II (Ozaki, Uchino, Imamura); GEMMul8"
     family: ClassVar[str] = "ozaki2"
 
@@ -345,6 +354,8 @@ class Ozaki2(Scheme):
                                         or not 2 <= self.moduli <= self.MAX_MODULI):
             raise ValueError(f"scheme {self.name!r}: moduli must be None or an int in 2..{self.MAX_MODULI}, "
                              f"got {self.moduli!r}")
+        if self.scaling not in ("norm", "max"):
+            raise ValueError(f"scheme {self.name!r}: scaling must be 'norm' or 'max', got {self.scaling!r}")
         if (not isinstance(self.target_bits, int) or isinstance(self.target_bits, bool)
                 or not 8 <= self.target_bits <= self.MAX_BITS[self.dtype]):
             raise ValueError(f"scheme {self.name!r}: target_bits must be an int in "

@@ -5,7 +5,8 @@
 Prints markdown tables (docs/accuracy.md, section "Ozaki scheme II"):
 ozaki2_f32's relative Frobenius error against the float64 product, as a
 multiple of the native FP32 product's error, for the default number of
-moduli and for fewer (the accuracy/speed knob); then ozaki2_f64's error
+moduli (norm-rule scaling, and the max rule beside it) and for fewer (the
+accuracy/speed knob); then ozaki2_f64's error
 against the exact product (Python integers) as a multiple of numpy's DGEMM.
 """
 from __future__ import annotations
@@ -25,8 +26,8 @@ from jaxemu import testing as T  # noqa: E402
 
 def f32_table(m, n, ks, seed, knob=(6, 7, 8)):
     s = jaxemu.get_scheme("ozaki2_f32")
-    out = ["| law | M x K x N | FP32 error | default moduli | ratio | "
-           + " | ".join(f"{q} moduli" for q in knob) + " |", "|---" * (5 + len(knob)) + "|"]
+    out = ["| law | M x K x N | FP32 error | default moduli | ratio | max rule | "
+           + " | ".join(f"{q} moduli" for q in knob) + " |", "|---" * (6 + len(knob)) + "|"]
     shapes = [(m, k, n) for k in ks] + [(8, 65536, 8)]
     for law in T.LAWS:
         for (mm, k, nn) in shapes:
@@ -36,8 +37,9 @@ def f32_table(m, n, ks, seed, knob=(6, 7, 8)):
             run = lambda sc: T.relerr(jax.jit(lambda x, y: jaxemu.dot(x, y, scheme=sc))(a, b), ref)
             e = run(s)
             cells = [f"{run(s.replace(moduli=q)) / e32:.3g}" for q in knob]
+            e_max = run(s.replace(scaling="max"))
             out.append(f"| {law} | {mm} x {k} x {nn} | {e32:.2e} | {s.moduli_for(k)} | {e / e32:.3g} | "
-                       + " | ".join(cells) + " |")
+                       f"{e_max / e32:.3g} | " + " | ".join(cells) + " |")
             print(out[-1], file=sys.stderr, flush=True)
     return "\n".join(out)
 
@@ -62,7 +64,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--m", type=int, default=128)
     p.add_argument("--n", type=int, default=128)
-    p.add_argument("--ks", default="256,1024,4096")
+    p.add_argument("--ks", default="256,1024,4096,8192,16384")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     dev = jax.devices()[0]

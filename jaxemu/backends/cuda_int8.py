@@ -94,7 +94,7 @@ def operand_residues(x, e, moduli, transposed: bool, rows_out: int):
     of ``moduli`` of round(x 2^e) (ties to even), K contiguous, zeros past
     the operand (K_out = K rounded up to 16). x is (B, R, K), or (B, K, R)
     when ``transposed`` (B of A B, whose columns are the GEMM's rows); e is
-    int32 (B, R), from _ozaki2.scale_exponents."""
+    int32 (B, R), from _ozaki2.exponents."""
     bsz = x.shape[0]
     k = x.shape[1] if transposed else x.shape[2]
     out = jax.ShapeDtypeStruct((len(moduli), bsz, rows_out, -(-k // ALIGN_K) * ALIGN_K), jnp.int8)
@@ -119,9 +119,7 @@ def residues(a, b, s: Ozaki2):
     with B transposed, K zero-padded to a multiple of 16 and N to whole
     16-byte rows of int32 C (zero columns), ea (B, M, 1), eb (B, 1, N),
     value_bits)."""
-    moduli, pa, pb, value_bits = _ozaki2.plan(a.shape[2], s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype])
-    ea = _ozaki2.scale_exponents(a, 2, pa)  # (B, M, 1)
-    eb = _ozaki2.scale_exponents(b, 1, pb)  # (B, 1, N)
+    moduli, ea, eb, value_bits = _ozaki2.exponents(a, b, s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype], s.scaling)
     ra = operand_residues(a, ea[:, :, 0], moduli, False, a.shape[1])
     rbt = operand_residues(b, eb[:, 0, :], moduli, True, -(-b.shape[2] // ALIGN_N) * ALIGN_N)
     return moduli, ra, rbt, ea, eb, value_bits

@@ -458,7 +458,7 @@ def ozaki2_dot(a, b, s: Ozaki2):
     """Ozaki scheme II on finite canonical operands (jaxemu/_ozaki2.py): the
     number of moduli is fixed by K at trace time, the scaling by the data."""
     check_ozaki2_operands(a, s)
-    return _ozaki2.ozaki2_dot(a, b, s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype])
+    return _ozaki2.ozaki2_dot(a, b, s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype], s.scaling)
 
 
 def native_dot(a, b, s, platform: str):
