@@ -23,6 +23,11 @@ std::string check(SliceType t, const Problem& p);
 // The caller zeroes *p.nonfinite first.
 std::string run(SliceType t, const Problem& p, cudaStream_t stream);
 
+// The operand split (fused/params.h: SplitProblem): "" when it can run,
+// else why not; launches on `stream`.
+std::string check(const SplitProblem& p);
+std::string run(const SplitProblem& p, cudaStream_t stream);
+
 }  // namespace fused
 
 // Whether `device` can run the kernels (compute capability 9.0); else why not.

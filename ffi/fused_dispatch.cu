@@ -1,8 +1,10 @@
 // Checks and dispatch of the fused GEMM by slice type and tile width.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "fused.h"
+#include "fused/split.cuh"
 
 namespace jaxemu {
 namespace fused {
@@ -19,6 +21,53 @@ int tile_k(SliceType t) { return t == SliceType::kTF32 ? 32 : 64; }
 int k_align(SliceType t) { return tile_k(t); }
 
 static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// The split of a (batch, rows, k) operand: one thread per 4 values of a row
+// (grid-stride), split_rows_task in fused/split.cuh.
+__global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p) {
+  const int64_t tasks = p.batch * p.rows * (p.k_out / 4);
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < tasks; t += int64_t(gridDim.x) * blockDim.x)
+    split_rows_task(p, t);
+}
+
+// The split of a transposed (batch, k, rows) operand (B): staged through a
+// shared-memory tile (ffi/common/tiles.cuh), 16 consecutive k of one row per
+// thread (32- or 64-byte pieces of each slice row).
+__global__ void __launch_bounds__(kTileThreads) split_transposed_kernel(const SplitProblem p) {
+  for_each_transposed_tile(p.x, p.batch, p.k, p.rows, p.k_out, p.rows,
+                           [&](int64_t b, int64_t r, int64_t k0, const float* col, int64_t stride) {
+                             split_transposed_task(p, b, r, k0, col, stride, 16);
+                           });
+}
+
+std::string check(const SplitProblem& p) {
+  if (p.slices < 1 || p.slices > kMaxSlices) return "slices must be in 1.." + std::to_string(kMaxSlices);
+  if (p.lo_scale_bits < 0 || p.lo_scale_bits > 14) return "lo_scale_bits must be in 0..14";
+  if (p.batch < 0 || p.rows < 0 || p.k < 0 || p.k_out < p.k) return "the output must cover the operand (k_out >= k)";
+  if (p.k_out % tile_k(p.type)) return "k_out must be a multiple of the tile's K";
+  if (p.batch * p.rows * p.k_out == 0) return "";
+  if (!p.out || !aligned16(p.out)) return "the slices must be a 16-byte aligned buffer";
+  if (p.k > 0 && !p.x) return "missing operand";
+  return "";
+}
+
+std::string run(const SplitProblem& p, cudaStream_t stream) {
+  std::string why = check(p);
+  if (!why.empty()) return why;
+  if (p.batch * p.rows * p.k_out == 0) return "";
+  int device = 0, sms = 132;
+  if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const int64_t cap = int64_t(sms) * 16;  // enough resident blocks to hide latency
+  if (p.transposed) {
+    const int blocks = int(std::min(transposed_tiles(p.batch, p.k_out, p.rows), cap));
+    split_transposed_kernel<<<blocks, kTileThreads, 0, stream>>>(p);
+  } else {
+    const int64_t tasks = p.batch * p.rows * (p.k_out / 4);
+    split_rows_kernel<<<int(std::min((tasks + 255) / 256, cap)), 256, 0, stream>>>(p);
+  }
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : std::string("split kernel launch: ") + cudaGetErrorString(e);
+}
 
 std::string check(SliceType t, const Problem& p) {
   if (p.m < 1 || p.n < 1 || p.k < 1 || p.batch < 1) return "empty problem (the caller handles zero-sized dims)";

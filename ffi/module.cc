@@ -113,6 +113,62 @@ JAXEMU_FUSED_HANDLER(kFusedBF16, kBF16, BF16)
 JAXEMU_FUSED_HANDLER(kFusedFP16, kFP16, F16)
 JAXEMU_FUSED_HANDLER(kFusedTF32, kTF32, F32)
 
+// The fused path's operand split (fused/params.h: SplitProblem): x (L, R, K),
+// or (L, K, R) with `transposed`, float32; row exponents (L, R) int32 or
+// empty -> slices (L, R, K_out / TK, S, TK) of the slice dtype.
+ffi::Error FusedSplitImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer row_exp,
+                          ffi::Result<ffi::AnyBuffer> out, int64_t slice_type, int64_t lo_scale_bits,
+                          int64_t truncate, int64_t transposed) {
+  auto dx = x.dimensions(), dout = out->dimensions();
+  if (slice_type < 0 || slice_type > 2) return ffi::Error::InvalidArgument("jaxemu fused split: bad slice type");
+  fused::SplitProblem p;
+  p.type = slice_type == 0 ? fused::SliceType::kBF16 : slice_type == 1 ? fused::SliceType::kFP16 : fused::SliceType::kTF32;
+  const ffi::DataType want = slice_type == 0 ? ffi::DataType::BF16 : slice_type == 1 ? ffi::DataType::F16 : ffi::DataType::F32;
+  if (x.element_type() != ffi::DataType::F32 || out->element_type() != want)
+    return ffi::Error::InvalidArgument("jaxemu fused split: x must be float32 and the slices of the slice dtype");
+  const int64_t tk = fused::tile_k(p.type);
+  if (dx.size() != 3 || dout.size() != 5 || dout[4] != tk)
+    return ffi::Error::InvalidArgument("jaxemu fused split: expected x (L, R, K) or (L, K, R) and slices (L, R, K/TK, S, "
+                                       "TK) with TK = " + std::to_string(tk) + "; got " + shape_str(dx) + ", " +
+                                       shape_str(dout));
+  p.transposed = transposed != 0;
+  p.batch = dx[0];
+  p.rows = p.transposed ? dx[2] : dx[1];
+  p.k = p.transposed ? dx[1] : dx[2];
+  p.k_out = dout[2] * tk;
+  p.slices = int(dout[3]);
+  p.lo_scale_bits = int(lo_scale_bits);
+  p.truncate = truncate != 0;
+  if (dout[0] != p.batch || dout[1] != p.rows)
+    return ffi::Error::InvalidArgument("jaxemu fused split: shapes do not match: x " + shape_str(dx) + ", slices " +
+                                       shape_str(dout));
+  if (row_exp.element_count() > 0) {
+    auto de = row_exp.dimensions();
+    if (row_exp.element_type() != ffi::DataType::S32 || de.size() != 2 || de[0] != p.batch || de[1] != p.rows)
+      return ffi::Error::InvalidArgument("jaxemu fused split: row exponents must be int32 (L, R), got " +
+                                         shape_str(de));
+    p.exp = static_cast<const int32_t*>(row_exp.untyped_data());
+  }
+  p.x = static_cast<const float*>(x.untyped_data());
+  p.out = out->untyped_data();
+  std::string why = fused::check(p);
+  if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu fused split: " + why);
+  why = fused::run(p, stream);
+  if (!why.empty()) return ffi::Error::Internal("jaxemu fused split: " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kFusedSplit, FusedSplitImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // x: (L, R, K) or (L, K, R) float32
+                           .Arg<ffi::AnyBuffer>()   // row_exp: (L, R) int32 or empty
+                           .Ret<ffi::AnyBuffer>()   // slices: (L, R, K/TK, S, TK)
+                           .Attr<int64_t>("slice_type")      // 0 bf16, 1 fp16, 2 tf32
+                           .Attr<int64_t>("lo_scale_bits")
+                           .Attr<int64_t>("truncate")
+                           .Attr<int64_t>("transposed"));
+
 // The int8 GEMM (int8.h): A (L, M, K) int8, B (L, N, K) int8 -> C (L, M, N)
 // int32, exact (K <= 131071, multiple of 16; N a multiple of 4). Its device
 // workspace (stream-K partials) is a second result that XLA allocates, sized
@@ -261,6 +317,7 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_fused_bf16"] = capsule(kFusedBF16);
     d["jaxemu_fused_fp16"] = capsule(kFusedFP16);
     d["jaxemu_fused_tf32"] = capsule(kFusedTF32);
+    d["jaxemu_fused_split"] = capsule(kFusedSplit);
     d["jaxemu_int8_gemm"] = capsule(kInt8Gemm);
     d["jaxemu_ozaki2_residues"] = capsule(kOzakiResidues);
     d["jaxemu_ozaki2_crt"] = capsule(kOzakiCrt);

@@ -1,6 +1,11 @@
 """The fused CUDA path's host-side logic, on the CPU: the slice layout the
-kernel reads, its term table and its launch heuristic (the kernel itself is
+kernel reads, the split kernel's per-thread code (compiled for the host with
+nvcc), its term table and its launch heuristic (the kernels themselves are
 tested on the GPU in test_cuda.py)."""
+import shutil
+import subprocess
+from pathlib import Path
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -22,7 +27,7 @@ def test_slices_are_the_xla_backends_slices_tile_by_tile(name, rng):
     x[0, 1, 3], x[1, 2, 4], x[1, 4, 76] = np.inf, np.nan, -np.inf
     tk = F.tile_k(s.fmt)
     kp = -(-77 // tk) * tk
-    out, e = F._slices(jnp.asarray(x), s, kp)
+    out, e = F.slices_xla(jnp.asarray(x), s, kp)
     assert out.shape == (2, 5, kp // tk, s.slices, tk) and out.dtype == F._DTYPES[s.fmt]
     got = np.asarray(out.astype(jnp.float32)).transpose(3, 0, 1, 2, 4).reshape(s.slices, 2, 5, kp)
     ref, er = X.split_float(jnp.asarray(x), s, axis=2)
@@ -33,6 +38,88 @@ def test_slices_are_the_xla_backends_slices_tile_by_tile(name, rng):
         np.testing.assert_array_equal(np.asarray(e), np.asarray(er)[..., 0])
     else:
         assert e is None
+
+
+@pytest.fixture(scope="module")
+def split_check(tmp_path_factory):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found (CI has the CUDA toolkit: this runs there)")
+    exe = tmp_path_factory.mktemp("native") / "split_check"
+    src = Path(__file__).resolve().parent / "native" / "split_check.cu"
+    subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True, timeout=300)
+    return exe
+
+
+def run_split(exe, tmp_path, x, e, s, kp, transposed):
+    """The split kernels' tasks on the host: the slices (L, rows, kp/TK, S, TK)."""
+    bsz = x.shape[0]
+    rows, k = (x.shape[2], x.shape[1]) if transposed else (x.shape[1], x.shape[2])
+    src, dst = tmp_path / "split_in.bin", tmp_path / "split_out.bin"
+    with open(src, "wb") as fh:
+        np.asarray([F._SLICE_TYPE[s.fmt], s.slices, s.lo_scale_bits, s.split == "bitcut", transposed, bsz, rows, k,
+                    kp, e is not None], np.int64).tofile(fh)
+        np.ascontiguousarray(x, np.float32).tofile(fh)
+        if e is not None:
+            np.ascontiguousarray(e, np.int32).tofile(fh)
+    r = subprocess.run([str(exe), str(src), str(dst)], capture_output=True, text=True, timeout=60)
+    if r.returncode:
+        raise RuntimeError(r.stderr.strip())
+    tk = F.tile_k(s.fmt)
+    dt = np.float32 if s.fmt == "tf32" else (np.float16 if s.fmt == "fp16" else jnp.bfloat16)
+    return np.fromfile(dst, dt).reshape(bsz, rows, kp // tk, s.slices, tk)
+
+
+def same_bits(got, want):
+    """Bit-identical slices, NaN payloads aside (any NaN is a NaN)."""
+    g, w = np.asarray(got).astype(np.float32), np.asarray(want).astype(np.float32)
+    nan = np.isnan(w)
+    np.testing.assert_array_equal(np.isnan(g), nan)
+    np.testing.assert_array_equal(g[~nan].view(np.uint32), w[~nan].view(np.uint32))
+
+
+@pytest.mark.parametrize("name", FLOAT)
+@pytest.mark.parametrize("transposed", [False, True])
+def test_split_kernel_code_gives_the_xla_slices(split_check, tmp_path, name, transposed, rng):
+    # Bit for bit the slices of slices_xla (the layout above), for A's rows
+    # and B's columns (transposed: B is split as B^T without a transpose):
+    # odd shapes, exponents over 2^+-30, rows of mixed magnitude (fp16's
+    # scaling puts small values on its subnormal grid), NaN / Inf / -0 / a
+    # zero row, and the row exponents computed as the backend computes them.
+    s = jaxemu.get_scheme(name)
+    tk = F.tile_k(s.fmt)
+    for bsz, rows, k in [(1, 1, 1), (2, 5, 77), (1, 33, 128), (3, 7, 300)]:
+        shape = (bsz, k, rows) if transposed else (bsz, rows, k)
+        x = (rng.standard_normal(shape) * np.exp2(rng.integers(-30, 30, shape))).astype(np.float32)
+        flat = x.reshape(-1)
+        if flat.size > 8:
+            flat[[1, 3, 5, 7]] = [np.inf, np.nan, -np.inf, -0.0]
+        if rows > 1 and k > 1:
+            (x[0, :, 0] if transposed else x[0, 0, :])[:] = 0
+        kp = -(-k // tk) * tk
+        xt = np.swapaxes(x, 1, 2) if transposed else x
+        want, e = F.slices_xla(jnp.asarray(xt), s, kp)
+        got = run_split(split_check, tmp_path, x, None if e is None else np.asarray(e), s, kp, transposed)
+        same_bits(got, want)
+
+
+@pytest.mark.parametrize("name", ["bf16x6", "bf16x9"])
+def test_split_kernel_code_on_tiny_values(split_check, tmp_path, name, rng):
+    # XLA's CPU flushes subnormal arithmetic, so slices_xla is no reference
+    # for tiny values; the kernel keeps them. Three bf16 slices reassemble x
+    # exactly down to |x| >= 2^-100 and, below, within half of bf16's
+    # subnormal spacing (2^-133): the slices round to nearest on bf16's grid.
+    s = jaxemu.get_scheme(name)
+    x = np.ldexp(rng.uniform(-2, 2, (2, 9, 70)), rng.integers(-149, -90, (2, 9, 70))).astype(np.float32)
+    got = run_split(split_check, tmp_path, x, None, s, 128, False)
+    parts = got.astype(np.float64).transpose(3, 0, 1, 2, 4).reshape(s.slices, 2, 9, 128)
+    back = X.reassemble(list(parts), s)[..., :70]
+    x64 = x.astype(np.float64)
+    big = np.abs(x64) >= 2.0 ** -100
+    assert big.any() and (~big & (x64 != 0)).any()
+    np.testing.assert_array_equal(back[big], x64[big])
+    assert np.abs(back - x64).max() <= 2.0 ** -134
+    assert np.all(parts[..., 70:] == 0)
 
 
 @pytest.mark.parametrize("name", FLOAT)
@@ -72,6 +159,9 @@ def _kernel_twin(name, out_types):
     partial sums and the NaN/Inf flag. Not the kernel's arithmetic, but a
     function of exactly what the kernel is given: enough to check the glue
     around it."""
+    if name == "jaxemu_fused_split":
+        return _split_twin(out_types)
+
     def call(a_sl, b_sl, row, col, term_a, term_b, term_exp, kc_tiles, splits, tile_n):
         def slices(x):  # (L, R, T, S, TK) -> (S, L, R, T * TK)
             s = x.shape
@@ -83,6 +173,21 @@ def _kernel_twin(name, out_types):
             c = X.ldexp(c, -(row[:, :, None] + col[:, None, :]))
         parts = jnp.concatenate([c[None], jnp.zeros((int(splits) - 1,) + c.shape, c.dtype)])
         return parts, (~jnp.all(jnp.isfinite(c))).astype(jnp.int32)[None]
+    return call
+
+
+def _split_twin(out_type):
+    """A stand-in for the split kernel's FFI call: slices_xla of the catalogue
+    scheme its attributes describe, the row exponents checked against XLA's."""
+    def call(x, e, slice_type, lo_scale_bits, truncate, transposed):
+        fmt = ("bf16", "fp16", "tf32")[slice_type]
+        s = next(jaxemu.get_scheme(n) for n in FLOAT
+                 if jaxemu.get_scheme(n).fmt == fmt and jaxemu.get_scheme(n).slices == out_type.shape[3]
+                 and jaxemu.get_scheme(n).lo_scale_bits == lo_scale_bits
+                 and (jaxemu.get_scheme(n).split == "bitcut") == bool(truncate))
+        sl, ex = F.slices_xla(jnp.swapaxes(x, 1, 2) if transposed else x, s, out_type.shape[2] * out_type.shape[4])
+        assert (ex is None) == (e.size == 0) and sl.shape == out_type.shape and sl.dtype == out_type.dtype
+        return sl
     return call
 
 

@@ -42,5 +42,30 @@ struct Problem {
   int kc_tiles[kMaxTerms] = {};  // promotion interval of term t, in K-tiles (>= 1)
 };
 
+// The split of one operand into the slices the kernel reads (split.cuh):
+// x (batch, rows, k), or `transposed` (batch, k, rows) (B of A B, whose
+// columns are the GEMM's rows), float32; exp (batch, rows) int32 or null:
+// each row scaled by 2^exp first (fp16's row scaling). Every value becomes
+// `slices` values of the slice type, s_i = round(r_i) with r_0 = x and
+// r_{i+1} = (r_i - s_i) 2^lo_scale_bits, rounded to nearest even or, with
+// `truncate` (bit-cut), toward zero, on the format's grid (fp16 subnormals
+// included; bf16 and tf32 keep float32's exponent range, a finite value
+// that would round past FLT_MAX is truncated instead): exactly
+// jaxemu/backends/xla.py: split_float. out (batch, rows, k_out / TK,
+// slices, TK) in the slice type (tf32 in float32 storage), zeros past k
+// (k_out a multiple of TK). One read of x, one write of the slices.
+struct SplitProblem {
+  const float* x = nullptr;
+  const int32_t* exp = nullptr;
+  void* out = nullptr;
+  int64_t batch = 0, rows = 0, k = 0, k_out = 0;
+  bool transposed = false;
+  SliceType type = SliceType::kBF16;
+  int slices = 1;
+  int lo_scale_bits = 0;
+  bool truncate = false;
+};
+constexpr int kMaxSlices = 3;
+
 }  // namespace fused
 }  // namespace jaxemu

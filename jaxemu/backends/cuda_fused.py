@@ -1,8 +1,12 @@
 """The cuda backend's fused path: one kernel launch per emulated product.
 
-XLA splits each operand in one elementwise fusion that reads it once (the
-slices of each 128-byte K-tile of a row side by side, in the slice dtype, K
-zero-padded to whole tiles: ffi/fused/params.h); one FFI call
+The split kernel (ffi/fused/split.cuh) reads each operand once and writes
+its slices in the layout the GEMM reads (the slices of each 128-byte K-tile
+of a row side by side, in the slice dtype, K zero-padded to whole tiles:
+ffi/fused/params.h), B transposed on the way through shared memory; XLA only
+reduces each row to fp16's scaling exponent (JAXEMU_CUDA_SPLIT=0, read at
+trace time, splits in XLA instead: one elementwise fusion per operand, B
+transposed by XLA first); one FFI call
 (ffi/fused/: warp-specialized TMA + wgmma kernel) computes every slice
 product of every magnitude level, promotes partial sums into FP32 every kc
 K-steps per term, weights each term by its exact power of two, undoes the
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from typing import List, NamedTuple, Tuple
 
 import jax
@@ -125,7 +130,42 @@ def sm_count() -> int:
         return 132
 
 
-def _slices(x, s: FloatSplit, kp: int):
+_SLICE_TYPE = {"bf16": 0, "fp16": 1, "tf32": 2}  # ffi/module.cc: FusedSplitImpl
+
+
+def split_kernel_enabled() -> bool:
+    """Whether the split kernel splits the operands (JAXEMU_CUDA_SPLIT=0: XLA)."""
+    return os.environ.get("JAXEMU_CUDA_SPLIT", "1") != "0"
+
+
+def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False):
+    """``slices_xla``'s result from the split kernel: x (L, rows, K), or
+    (L, K, rows) when ``transposed`` (B, split as the rows of B^T without
+    XLA transposing it). Bit for bit the same slices (tests/test_fused_layout.py
+    runs the kernel's per-thread code on the CPU)."""
+    tk = tile_k(s.fmt)
+    bsz = x.shape[0]
+    rows = x.shape[2] if transposed else x.shape[1]
+    e = None
+    if s.scaling == "row":
+        e = xla_backend.row_scale_exponents(x, 1 if transposed else 2).reshape(bsz, rows).astype(jnp.int32)
+    out = jax.ShapeDtypeStruct((bsz, rows, kp // tk, s.slices, tk), _DTYPES[s.fmt])
+    sl = jax.ffi.ffi_call("jaxemu_fused_split", out)(
+        x, jnp.zeros((0,), jnp.int32) if e is None else e, slice_type=_SLICE_TYPE[s.fmt],
+        lo_scale_bits=int(s.lo_scale_bits), truncate=int(s.split == "bitcut"), transposed=int(bool(transposed)))
+    return sl, e
+
+
+def _slices(x, s: FloatSplit, kp: int, transposed: bool = False):
+    """The slices and row exponents of x (L, rows, K) (or, ``transposed``,
+    (L, K, rows)) as the kernel reads them: the split kernel's, or XLA's
+    (``slices_xla``) when JAXEMU_CUDA_SPLIT=0."""
+    if split_kernel_enabled():
+        return slices_kernel(x, s, kp, transposed)
+    return slices_xla(jnp.swapaxes(x, 1, 2) if transposed else x, s, kp)
+
+
+def slices_xla(x, s: FloatSplit, kp: int):
     """Slices of x (L, rows, K), K contiguous, as the kernel reads them:
     (L, rows, kp / TK, S, TK) in the slice dtype (params.h), and the per-row
     scaling exponents (L, rows) or None. One elementwise fusion: each output
@@ -150,7 +190,7 @@ def split_operands(a, b, s: FloatSplit):
     (column of B) is split on its own, so the slices of some of its rows, in
     any order, are those rows (axis 1) of its slices."""
     kp = -(-a.shape[2] // tile_k(s.fmt)) * tile_k(s.fmt)
-    return _slices(a, s, kp), _slices(jnp.swapaxes(b, 1, 2), s, kp)  # (L, K, N) -> (L, N, K)
+    return _slices(a, s, kp), _slices(b, s, kp, transposed=True)  # B as (L, N, K)
 
 
 def split_rows(split, idx):

@@ -8,11 +8,13 @@
 //   int8:  the int8 GEMM bit for bit against int64 sums, both configurations.
 //   residues: the Ozaki II residue kernels (both layouts, float32 and
 //          float64) byte for byte against their per-thread code on the host.
+//   split: the fused path's split kernels (both layouts, every slice type)
+//          byte for byte against their per-thread code on the host.
 //   crt:   the Ozaki II reconstruction kernel against the same code on the host.
 // Built by CMake with -DJAXEMU_KERNEL_CHECK=ON (scripts/sanitize_kernels.sh
 // runs it under the sanitizer's tools); prints one line per case.
 //
-//   jaxemu_kernel_check [--list] [--family fused|int8|residues|crt] [--start N] [--count N]
+//   jaxemu_kernel_check [--list] [--family fused|int8|residues|split|crt] [--start N] [--count N]
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -32,6 +34,7 @@
 #include "int8.h"
 #include "int8/crt.cuh"
 #include "int8/residues.cuh"
+#include "fused/split.cuh"
 
 using namespace jaxemu;
 
@@ -473,6 +476,105 @@ bool run_residues(const ResidueCase& c, std::mt19937_64& rng, std::string* detai
   return wrong == 0;
 }
 
+// ---------------------------------------------------------------- split --
+
+struct SplitCase {
+  int64_t batch, rows, k;
+  bool transposed;
+  int scheme;  // fused_schemes() index, plus 5: fp16x3_bitcut
+};
+
+std::vector<SplitCase> split_cases() {
+  std::vector<SplitCase> out;
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1}, {2, 7, 17}, {1, 129, 4097}, {3, 1000, 127}, {1, 4097, 129}};
+  for (int sc = 0; sc < 6; ++sc)
+    for (int tr = 0; tr < 2; ++tr)
+      for (auto s : shapes) out.push_back({s[0], s[1], s[2], tr != 0, sc});
+  return out;
+}
+
+fused::SplitProblem split_problem(const SplitCase& c) {
+  fused::SplitProblem p;
+  const bool bitcut = c.scheme == 5;
+  const FusedScheme& s = fused_schemes()[bitcut ? 4 : c.scheme];
+  p.type = s.type;
+  p.slices = s.slices;
+  p.lo_scale_bits = s.type == fused::SliceType::kFP16 ? (bitcut ? 10 : 12) : 0;
+  p.truncate = bitcut;
+  p.transposed = c.transposed;
+  p.batch = c.batch;
+  p.rows = c.rows;
+  p.k = c.k;
+  p.k_out = (c.k + fused::tile_k(s.type) - 1) / fused::tile_k(s.type) * fused::tile_k(s.type);
+  return p;
+}
+
+std::string label(const SplitCase& c) {
+  char buf[140];
+  std::snprintf(buf, sizeof buf, "split %s %s %lldx%lldx%lld", c.scheme == 5 ? "fp16x3_bitcut" : fused_schemes()[c.scheme].name,
+                c.transposed ? "transposed" : "rows", (long long)c.batch, (long long)c.rows, (long long)c.k);
+  return buf;
+}
+
+bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
+  fused::SplitProblem p = split_problem(c);
+  const bool scaled = p.type == fused::SliceType::kFP16;
+  const int64_t count = c.batch * c.rows * c.k;
+  const size_t bytes = size_t(c.batch * c.rows * p.k_out * p.slices) * (p.type == fused::SliceType::kTF32 ? 4 : 2);
+  // Values of every magnitude and sign (zeros, subnormals, specials among
+  // them); fp16's exponents put each row's maximum below 2^14.
+  std::uniform_real_distribution<double> u(1.0, 2.0);
+  std::uniform_int_distribution<int> ue(-149, 100), coin(0, 99);
+  std::vector<float> x(static_cast<size_t>(count));
+  for (auto& v : x) {
+    const int c0 = coin(rng);
+    v = c0 == 0 ? 0.f : c0 == 1 ? INFINITY : c0 == 2 ? NAN : float(std::ldexp(u(rng), ue(rng)) * (c0 % 2 ? -1 : 1));
+  }
+  std::vector<int32_t> exps(static_cast<size_t>(c.batch * c.rows), 0);
+  if (scaled) {
+    std::vector<float> mx(exps.size(), 0.f);
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t b = i / (c.rows * c.k), rest = i % (c.rows * c.k), r = c.transposed ? rest % c.rows : rest / c.k;
+      if (std::isfinite(x[size_t(i)])) mx[size_t(b * c.rows + r)] = std::max(mx[size_t(b * c.rows + r)], std::fabs(x[size_t(i)]));
+    }
+    for (size_t i = 0; i < exps.size(); ++i) exps[i] = mx[i] > 0 ? 13 - std::ilogb(mx[i]) : 0;
+  }
+  Device dx(static_cast<size_t>(count) * 4), de(exps.size() * 4), dout(bytes);
+  upload(dx, x);
+  upload(de, exps);
+  p.x = static_cast<float*>(dx.ptr);
+  p.exp = scaled ? static_cast<int32_t*>(de.ptr) : nullptr;
+  p.out = dout.ptr;
+  CHECK_CUDA(cudaMemset(dout.ptr, 0x5A, bytes));  // poison: an unwritten byte fails the check
+  std::string why = fused::run(p, nullptr);
+  if (!why.empty()) {
+    *detail = "run: " + why;
+    return false;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = download<uint8_t>(dout, bytes);
+  std::vector<uint4> host(bytes / 16 + 2);
+  fused::SplitProblem h = p;
+  h.x = x.data();
+  h.exp = scaled ? exps.data() : nullptr;
+  h.out = host.data();
+  if (!c.transposed) {
+    for (int64_t t = 0; t < h.batch * h.rows * (h.k_out / 4); ++t) fused::split_rows_task(h, t);
+  } else {
+    for (int64_t b = 0; b < h.batch; ++b)
+      for (int64_t r = 0; r < h.rows; ++r)
+        for (int64_t k0 = 0; k0 < h.k_out; k0 += 16) {
+          const int64_t valid = std::max<int64_t>(0, std::min<int64_t>(16, h.k - k0));
+          fused::split_transposed_task(h, b, r, k0, valid ? h.x + (b * h.k + k0) * h.rows + r : h.x, h.rows, int(valid));
+        }
+  }
+  const uint8_t* want = reinterpret_cast<const uint8_t*>(host.data());
+  int64_t wrong = 0;
+  for (size_t i = 0; i < bytes; ++i) wrong += got[i] != want[i];
+  *detail = std::to_string(wrong) + " of " + std::to_string(bytes) + " bytes differ from the host code";
+  return wrong == 0;
+}
+
 // ------------------------------------------------------------------ crt --
 
 struct CrtCase {
@@ -565,7 +667,7 @@ int main(int argc, char** argv) {
     else if (a == "--start" && i + 1 < argc) start = std::atol(argv[++i]);
     else if (a == "--count" && i + 1 < argc) count = std::atol(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--list] [--family fused|int8|residues|crt] [--start N] [--count N]\n",
+      std::fprintf(stderr, "usage: %s [--list] [--family fused|int8|residues|split|crt] [--start N] [--count N]\n",
                    argv[0]);
       return 2;
     }
@@ -579,6 +681,7 @@ int main(int argc, char** argv) {
   const auto fc = fused_cases();
   const auto ic = int8_cases();
   const auto rc = residue_cases();
+  const auto sc = split_cases();
   const auto cc = crt_cases();
   if (family.empty() || family == "fused")
     for (size_t i = 0; i < fc.size(); ++i) cases.push_back({label(fc[i]), 0, i});
@@ -588,6 +691,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < cc.size(); ++i) cases.push_back({label(cc[i]), 2, i});
   if (family.empty() || family == "residues")
     for (size_t i = 0; i < rc.size(); ++i) cases.push_back({label(rc[i]), 3, i});
+  if (family.empty() || family == "split")
+    for (size_t i = 0; i < sc.size(); ++i) cases.push_back({label(sc[i]), 4, i});
   const long end = count < 0 ? long(cases.size()) : std::min(long(cases.size()), start + count);
   if (list) {
     for (long i = start; i < end; ++i) std::printf("%ld %s\n", i, cases[size_t(i)].label.c_str());
@@ -607,7 +712,8 @@ int main(int argc, char** argv) {
     bool ok = e.family == 0 ? run_fused(fc[e.index], rng, &detail)
               : e.family == 1 ? run_int8(ic[e.index], rng, &detail)
               : e.family == 2 ? run_crt(cc[e.index], rng, &detail)
-                              : run_residues(rc[e.index], rng, &detail);
+              : e.family == 3 ? run_residues(rc[e.index], rng, &detail)
+                              : run_split(sc[e.index], rng, &detail);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
       ok = false;

@@ -1,0 +1,195 @@
+// The fused path's operand split (params.h: SplitProblem): each float32 value
+// becomes its slices in the slice format, written tile by tile in the layout
+// the GEMM kernel's TMA loads read. This header holds what one thread
+// computes, for host and device (tests/native/split_check.cu runs it on the
+// CPU against the xla backend's split_float); the kernels that stage the
+// reads are in ffi/fused_dispatch.cu.
+//
+// Why a kernel: XLA's split ran as 2-3 fusions per operand on the k-means
+// shapes and transposed B (K = 2^20, N = 256) at 35 % of DRAM bandwidth:
+// ~10 ms of the k-means update's 23 ms on an H200 (docs/performance.md).
+// Here each operand is read once and its slices written once, coalesced.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "../common/tiles.cuh"
+#include "params.h"
+
+namespace jaxemu {
+namespace fused {
+
+__host__ __device__ __forceinline__ int split_tile_k(SliceType t) { return t == SliceType::kTF32 ? 32 : 64; }
+
+__host__ __device__ __forceinline__ uint32_t f32_bits(float x) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+__host__ __device__ __forceinline__ float f32_from_bits(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+__host__ __device__ __forceinline__ bool is_nan(float x) { return (f32_bits(x) & 0x7FFFFFFFu) > 0x7F800000u; }
+__host__ __device__ __forceinline__ bool is_inf(float x) { return (f32_bits(x) & 0x7FFFFFFFu) == 0x7F800000u; }
+
+// 2^e for e in [-126, 127], from the bits (xla.py: pow2).
+__host__ __device__ __forceinline__ float pow2f(int e) { return f32_from_bits(uint32_t(e + 127) << 23); }
+
+__host__ __device__ __forceinline__ int floor_div(int a, int b) {  // b > 0, as Python's //
+  const int q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+// x 2^e in three power-of-two multiplications of the same sign, in the
+// order xla.py's ldexp uses (so the same roundings where the result is
+// subnormal): no intermediate over- or underflow unless the result's.
+__host__ __device__ __forceinline__ float scale_pow2(float x, int e) {
+  const int e1 = floor_div(e, 3), e2 = floor_div(e - e1, 2), e3 = e - e1 - e2;
+  return x * pow2f(e1) * pow2f(e2) * pow2f(e3);
+}
+
+// Toward zero to `mant` explicit mantissa bits (xla.py: truncate_bits).
+__host__ __device__ __forceinline__ float truncate_bits(float x, int mant) {
+  return f32_from_bits(f32_bits(x) & (0xFFFFFFFFu << (23 - mant)));
+}
+
+// To nearest, ties to even, to `mant` mantissa bits in float32's exponent
+// range (lax.reduce_precision(x, 8, mant); NaN stays NaN); a finite value
+// that would round to Inf is truncated instead (xla.py: round_bits).
+__host__ __device__ __forceinline__ float round_bits(float x, int mant) {
+  if (is_nan(x)) return x;
+  const uint32_t u = f32_bits(x), shift = uint32_t(23 - mant);
+  const uint32_t bias = ((1u << shift) >> 1) - 1 + ((u >> shift) & 1u);
+  const float r = f32_from_bits((u + bias) & (0xFFFFFFFFu << shift));
+  return (is_inf(r) && !is_inf(x)) ? truncate_bits(x, mant) : r;
+}
+
+// The fp16 grid value of x (|x| < 65504 after row scaling), subnormals
+// included: to nearest even or toward zero (xla.py: to_fp16_grid).
+__host__ __device__ __forceinline__ float fp16_grid(float x, bool truncate) {
+  if ((f32_bits(x) & 0x7FFFFFFFu) < 0x38800000u) {  // |x| < 2^-14 (zeros too): the 2^-24 grid
+    const float scaled = x * 16777216.0f;              // 2^24, exact
+    return (truncate ? truncf(scaled) : rintf(scaled)) * 5.9604644775390625e-8f;  // 2^-24
+  }
+  return truncate ? truncate_bits(x, 10) : round_bits(x, 10);
+}
+
+// One slice of a residual r: rounded onto the format's grid.
+__host__ __device__ __forceinline__ float slice_of(const SplitProblem& p, float r) {
+  if (p.type == SliceType::kFP16) return fp16_grid(r, p.truncate);
+  const int mant = p.type == SliceType::kBF16 ? 7 : 10;
+  return p.truncate ? truncate_bits(r, mant) : round_bits(r, mant);
+}
+
+// A slice value in its storage format: bf16 keeps the top 16 bits (exact:
+// the value has 7 mantissa bits), fp16 converts (exact: the value is on the
+// fp16 grid), tf32 stays a float.
+__host__ __device__ __forceinline__ uint32_t storage_bits(SliceType t, float v) {
+  if (t == SliceType::kBF16) return f32_bits(v) >> 16;
+  if (t == SliceType::kFP16) return __half_raw(__float2half_rn(v)).x;
+  return f32_bits(v);
+}
+
+// N consecutive values (k0 .. k0 + N - 1, one tile: N divides TK) of output
+// row r of batch entry b, scaled by 2^e when the problem has exponents: their
+// slices stored at the tile's slice rows (16-bit formats: N / 2 words per
+// slice; tf32: N words).
+template <int N>
+__host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, const float (&v)[N], int e, int64_t b,
+                                                      int64_t r, int64_t k0) {
+  const int tk = split_tile_k(p.type);
+  const int64_t tile = k0 / tk, j = k0 - tile * tk;
+  const int64_t base = (((b * p.rows + r) * (p.k_out / tk) + tile) * p.slices) * tk + j;  // slice 0's first element
+  const float step = pow2f(p.lo_scale_bits);
+  float res[N];  // r_i of each value: r_0 = x (scaled), r_{i+1} = (r_i - s_i) 2^sb, exact
+#pragma unroll
+  for (int q = 0; q < N; ++q) res[q] = p.exp ? scale_pow2(v[q], e) : v[q];
+#pragma unroll
+  for (int i = 0; i < kMaxSlices; ++i) {  // unrolled: res stays in registers
+    if (i >= p.slices) break;
+    uint32_t w[N];  // N words (tf32) or N / 2 (two 16-bit values each)
+    if (p.type == SliceType::kTF32) {
+#pragma unroll
+      for (int q = 0; q < N; ++q) {
+        const float h = slice_of(p, res[q]);
+        w[q] = storage_bits(p.type, h);
+        res[q] = (res[q] - h) * step;
+      }
+      uint32_t* dst = static_cast<uint32_t*>(p.out) + base + int64_t(i) * tk;
+#pragma unroll
+      for (int q = 0; q < N; q += 4) *reinterpret_cast<uint4*>(dst + q) = make_uint4(w[q], w[q + 1], w[q + 2], w[q + 3]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < N; q += 2) {
+        const float h0 = slice_of(p, res[q]), h1 = slice_of(p, res[q + 1]);
+        w[q / 2] = storage_bits(p.type, h0) | (storage_bits(p.type, h1) << 16);
+        res[q] = (res[q] - h0) * step;
+        res[q + 1] = (res[q + 1] - h1) * step;
+      }
+      uint16_t* dst = static_cast<uint16_t*>(p.out) + base + int64_t(i) * tk;
+      if constexpr (N == 4) {
+        *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+      } else {
+#pragma unroll
+        for (int q = 0; q < N / 2; q += 4) *reinterpret_cast<uint4*>(dst + 2 * q) = make_uint4(w[q], w[q + 1], w[q + 2], w[q + 3]);
+      }
+    }
+  }
+}
+
+// Not transposed: task t of batch * rows * (k_out / 4) handles the 4 values
+// k0 .. k0 + 3 of one row; adjacent tasks are adjacent in memory (a warp
+// reads 512 contiguous bytes and writes, per slice, 128 contiguous values
+// split over two tiles).
+__host__ __device__ __forceinline__ void split_rows_task(const SplitProblem& p, int64_t t) {
+  int64_t row_id, group, b, r;
+  divmod(t, p.k_out / 4, &row_id, &group);
+  divmod(row_id, p.rows, &b, &r);
+  const int64_t k0 = group * 4;
+  float v[4] = {0.f, 0.f, 0.f, 0.f};
+  const float* src = p.x + row_id * p.k + k0;
+  if (k0 < p.k) {
+#ifdef __CUDA_ARCH__
+    if (k0 + 4 <= p.k && (p.k & 3) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0) {
+      const float4 q = __ldg(reinterpret_cast<const float4*>(src));
+      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    } else
+#endif
+    {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (k0 + j < p.k) v[j] = src[j];
+    }
+  }
+  write_slices<4>(p, v, p.exp ? p.exp[row_id] : 0, b, r, k0);
+}
+
+// Transposed: the 16 values k0 .. k0 + 15 of output row r, read as
+// col[j * stride] for j < valid (0 beyond: padding); the device kernel
+// passes a column of its shared-memory tile (ffi/common/tiles.cuh), the host
+// test the operand itself.
+__host__ __device__ __forceinline__ void split_transposed_task(const SplitProblem& p, int64_t b, int64_t r, int64_t k0,
+                                                               const float* col, int64_t stride, int valid) {
+  float v[16];
+#pragma unroll
+  for (int j = 0; j < 16; ++j) v[j] = j < valid ? col[j * stride] : 0.f;
+  write_slices<16>(p, v, p.exp ? p.exp[b * p.rows + r] : 0, b, r, k0);
+}
+
+}  // namespace fused
+}  // namespace jaxemu

@@ -1,0 +1,83 @@
+// Runs the fused path's split kernels' per-thread code (ffi/fused/split.cuh)
+// on the host, over every task of a problem, for tests/test_fused_layout.py:
+//   split_check IN OUT
+// IN: int64 header [slice_type (0 bf16, 1 fp16, 2 tf32), slices,
+// lo_scale_bits, truncate, transposed, batch, rows, k, k_out, has_exp], then
+// x float32 ((batch, rows, k), or (batch, k, rows) when transposed) and, if
+// has_exp, the row exponents int32 (batch, rows); OUT: the slices' bytes
+// (batch, rows, k_out / TK, slices, TK) in the slice format. The output
+// starts poisoned (0x5A), so an entry no task writes shows. Exit status 2
+// with a message on bad input.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../../ffi/fused/split.cuh"
+
+using namespace jaxemu::fused;
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: split_check IN OUT\n");
+    return 2;
+  }
+  std::FILE* in = std::fopen(argv[1], "rb");
+  if (!in) {
+    std::fprintf(stderr, "cannot open %s\n", argv[1]);
+    return 2;
+  }
+  int64_t h[10];
+  if (std::fread(h, sizeof(int64_t), 10, in) != 10) return 2;
+  SplitProblem p;
+  if (h[0] < 0 || h[0] > 2 || h[1] < 1 || h[1] > kMaxSlices) {
+    std::fprintf(stderr, "bad slice type or count\n");
+    return 2;
+  }
+  p.type = h[0] == 0 ? SliceType::kBF16 : h[0] == 1 ? SliceType::kFP16 : SliceType::kTF32;
+  p.slices = int(h[1]);
+  p.lo_scale_bits = int(h[2]);
+  p.truncate = h[3] != 0;
+  p.transposed = h[4] != 0;
+  p.batch = h[5];
+  p.rows = h[6];
+  p.k = h[7];
+  p.k_out = h[8];
+  const int tk = split_tile_k(p.type);
+  if (p.k_out < p.k || p.k_out % tk) {
+    std::fprintf(stderr, "k_out must cover k and be a multiple of %d\n", tk);
+    return 2;
+  }
+  std::vector<float> x(size_t(p.batch * p.rows * p.k) + 1);
+  std::vector<int32_t> exps(size_t(p.batch * p.rows) + 1);
+  if (std::fread(x.data(), 4, x.size() - 1, in) != x.size() - 1 ||
+      (h[9] && std::fread(exps.data(), 4, exps.size() - 1, in) != exps.size() - 1)) {
+    std::fprintf(stderr, "short input\n");
+    return 2;
+  }
+  std::fclose(in);
+  const size_t bytes = size_t(p.batch * p.rows * p.k_out * p.slices) * (p.type == SliceType::kTF32 ? 4 : 2);
+  const uint32_t poison = 0x5A5A5A5Au;
+  std::vector<uint4> out((bytes + 15) / 16 + 1, make_uint4(poison, poison, poison, poison));  // 16-byte aligned
+  p.x = x.data();
+  p.exp = h[9] ? exps.data() : nullptr;
+  p.out = out.data();
+  if (!p.transposed) {
+    for (int64_t t = 0; t < p.batch * p.rows * (p.k_out / 4); ++t) split_rows_task(p, t);
+  } else {
+    // The transposed kernel's tasks, each reading its column of x directly
+    // instead of from the shared-memory tile the device stages.
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t r = 0; r < p.rows; ++r)
+        for (int64_t k0 = 0; k0 < p.k_out; k0 += 16) {
+          int64_t valid = p.k - k0;
+          valid = valid < 0 ? 0 : valid > 16 ? 16 : valid;
+          const float* col = valid ? x.data() + (b * p.k + k0) * p.rows + r : x.data();
+          split_transposed_task(p, b, r, k0, col, p.rows, int(valid));
+        }
+  }
+  std::FILE* o = std::fopen(argv[2], "wb");
+  if (!o || std::fwrite(out.data(), 1, bytes, o) != bytes) return 2;
+  std::fclose(o);
+  return 0;
+}
