@@ -47,28 +47,19 @@ def test_float_schemes_run_on_the_cuda_backend():
 def test_split_kernel_gives_the_xla_slices(name, transposed, rng):
     # The split kernel against XLA's split of the same operand on the GPU,
     # bit for bit (NaN payloads aside): odd shapes, K a multiple of 4 (vector
-    # loads) and not, specials, a zero row, exponents over 2^+-30 (fp16's row
-    # scaling puts small values on its subnormal grid). The CPU runs the
+    # loads) and not, test_fused_layout.split_operand's data. The CPU runs the
     # kernel's per-thread code against the same reference
     # (test_fused_layout.py); this checks the device's tiling and stores.
+    from test_fused_layout import same_bits, split_operand
     from jaxemu.backends import cuda_fused as F
     s = jaxemu.get_scheme(name)
     tk = F.tile_k(s.fmt)
     for bsz, rows, k in [(1, 1, 1), (2, 5, 77), (1, 1000, 4096), (3, 129, 300), (1, 4097, 129)]:
-        shape = (bsz, k, rows) if transposed else (bsz, rows, k)
-        x = (rng.standard_normal(shape) * np.exp2(rng.integers(-30, 30, shape))).astype(np.float32)
-        flat = x.reshape(-1)
-        if flat.size > 8:
-            flat[[1, 3, 5, 7]] = [np.inf, np.nan, -np.inf, -0.0]
-        if rows > 1 and k > 1:
-            (x[0, :, 0] if transposed else x[0, 0, :])[:] = 0
+        x = split_operand((bsz, k, rows) if transposed else (bsz, rows, k), transposed, rng)
         kp = -(-k // tk) * tk
         got, eg = jax.jit(lambda x: F.slices_kernel(x, s, kp, transposed))(x)
         want, ew = jax.jit(lambda x: F.slices_xla(jnp.swapaxes(x, 1, 2) if transposed else x, s, kp))(x)
-        g, w = np.asarray(got).astype(np.float32), np.asarray(want).astype(np.float32)
-        nan = np.isnan(w)
-        np.testing.assert_array_equal(np.isnan(g), nan, err_msg=f"{shape}")
-        np.testing.assert_array_equal(g[~nan].view(np.uint32), w[~nan].view(np.uint32), err_msg=f"{shape}")
+        same_bits(got, want)
         if ew is not None:
             np.testing.assert_array_equal(np.asarray(eg), np.asarray(ew))
 

@@ -70,6 +70,19 @@ def run_split(exe, tmp_path, x, e, s, kp, transposed):
     return np.fromfile(dst, dt).reshape(bsz, rows, kp // tk, s.slices, tk)
 
 
+def split_operand(shape, transposed, rng):
+    """Split test data: exponents over 2^+-30 (fp16's row scaling puts small
+    values on its subnormal grid), NaN / Inf / -Inf / -0, and a zero row."""
+    x = (rng.standard_normal(shape) * np.exp2(rng.integers(-30, 30, shape))).astype(np.float32)
+    flat = x.reshape(-1)
+    if flat.size > 8:
+        flat[[1, 3, 5, 7]] = [np.inf, np.nan, -np.inf, -0.0]
+    bsz, d1, d2 = shape
+    if d1 > 1 and d2 > 1:
+        (x[0, :, 0] if transposed else x[0, 0, :])[:] = 0
+    return x
+
+
 def same_bits(got, want):
     """Bit-identical slices, NaN payloads aside (any NaN is a NaN)."""
     g, w = np.asarray(got).astype(np.float32), np.asarray(want).astype(np.float32)
@@ -83,19 +96,12 @@ def same_bits(got, want):
 def test_split_kernel_code_gives_the_xla_slices(split_check, tmp_path, name, transposed, rng):
     # Bit for bit the slices of slices_xla (the layout above), for A's rows
     # and B's columns (transposed: B is split as B^T without a transpose):
-    # odd shapes, exponents over 2^+-30, rows of mixed magnitude (fp16's
-    # scaling puts small values on its subnormal grid), NaN / Inf / -0 / a
-    # zero row, and the row exponents computed as the backend computes them.
+    # odd shapes, split_operand's data, and the row exponents computed as
+    # the backend computes them.
     s = jaxemu.get_scheme(name)
     tk = F.tile_k(s.fmt)
     for bsz, rows, k in [(1, 1, 1), (2, 5, 77), (1, 33, 128), (3, 7, 300)]:
-        shape = (bsz, k, rows) if transposed else (bsz, rows, k)
-        x = (rng.standard_normal(shape) * np.exp2(rng.integers(-30, 30, shape))).astype(np.float32)
-        flat = x.reshape(-1)
-        if flat.size > 8:
-            flat[[1, 3, 5, 7]] = [np.inf, np.nan, -np.inf, -0.0]
-        if rows > 1 and k > 1:
-            (x[0, :, 0] if transposed else x[0, 0, :])[:] = 0
+        x = split_operand((bsz, k, rows) if transposed else (bsz, rows, k), transposed, rng)
         kp = -(-k // tk) * tk
         xt = np.swapaxes(x, 1, 2) if transposed else x
         want, e = F.slices_xla(jnp.asarray(xt), s, kp)

@@ -13,11 +13,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "../common/bits.cuh"
 #include "../common/tiles.cuh"
 #include "params.h"
 
@@ -26,29 +26,11 @@ namespace fused {
 
 __host__ __device__ __forceinline__ int split_tile_k(SliceType t) { return t == SliceType::kTF32 ? 32 : 64; }
 
-__host__ __device__ __forceinline__ uint32_t f32_bits(float x) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-#endif
-}
-__host__ __device__ __forceinline__ float f32_from_bits(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-#endif
-}
-__host__ __device__ __forceinline__ bool is_nan(float x) { return (f32_bits(x) & 0x7FFFFFFFu) > 0x7F800000u; }
-__host__ __device__ __forceinline__ bool is_inf(float x) { return (f32_bits(x) & 0x7FFFFFFFu) == 0x7F800000u; }
+__host__ __device__ __forceinline__ bool is_nan(float x) { return (bits_of(x) & 0x7FFFFFFFu) > 0x7F800000u; }
+__host__ __device__ __forceinline__ bool is_inf(float x) { return (bits_of(x) & 0x7FFFFFFFu) == 0x7F800000u; }
 
 // 2^e for e in [-126, 127], from the bits (xla.py: pow2).
-__host__ __device__ __forceinline__ float pow2f(int e) { return f32_from_bits(uint32_t(e + 127) << 23); }
+__host__ __device__ __forceinline__ float pow2f(int e) { return float_from_bits(uint32_t(e + 127) << 23); }
 
 __host__ __device__ __forceinline__ int floor_div(int a, int b) {  // b > 0, as Python's //
   const int q = a / b;
@@ -65,7 +47,7 @@ __host__ __device__ __forceinline__ float scale_pow2(float x, int e) {
 
 // Toward zero to `mant` explicit mantissa bits (xla.py: truncate_bits).
 __host__ __device__ __forceinline__ float truncate_bits(float x, int mant) {
-  return f32_from_bits(f32_bits(x) & (0xFFFFFFFFu << (23 - mant)));
+  return float_from_bits(bits_of(x) & (0xFFFFFFFFu << (23 - mant)));
 }
 
 // To nearest, ties to even, to `mant` mantissa bits in float32's exponent
@@ -73,16 +55,16 @@ __host__ __device__ __forceinline__ float truncate_bits(float x, int mant) {
 // that would round to Inf is truncated instead (xla.py: round_bits).
 __host__ __device__ __forceinline__ float round_bits(float x, int mant) {
   if (is_nan(x)) return x;
-  const uint32_t u = f32_bits(x), shift = uint32_t(23 - mant);
+  const uint32_t u = bits_of(x), shift = uint32_t(23 - mant);
   const uint32_t bias = ((1u << shift) >> 1) - 1 + ((u >> shift) & 1u);
-  const float r = f32_from_bits((u + bias) & (0xFFFFFFFFu << shift));
+  const float r = float_from_bits((u + bias) & (0xFFFFFFFFu << shift));
   return (is_inf(r) && !is_inf(x)) ? truncate_bits(x, mant) : r;
 }
 
 // The fp16 grid value of x (|x| < 65504 after row scaling), subnormals
 // included: to nearest even or toward zero (xla.py: to_fp16_grid).
 __host__ __device__ __forceinline__ float fp16_grid(float x, bool truncate) {
-  if ((f32_bits(x) & 0x7FFFFFFFu) < 0x38800000u) {  // |x| < 2^-14 (zeros too): the 2^-24 grid
+  if ((bits_of(x) & 0x7FFFFFFFu) < 0x38800000u) {  // |x| < 2^-14 (zeros too): the 2^-24 grid
     const float scaled = x * 16777216.0f;              // 2^24, exact
     return (truncate ? truncf(scaled) : rintf(scaled)) * 5.9604644775390625e-8f;  // 2^-24
   }
@@ -100,9 +82,9 @@ __host__ __device__ __forceinline__ float slice_of(const SplitProblem& p, float 
 // the value has 7 mantissa bits), fp16 converts (exact: the value is on the
 // fp16 grid), tf32 stays a float.
 __host__ __device__ __forceinline__ uint32_t storage_bits(SliceType t, float v) {
-  if (t == SliceType::kBF16) return f32_bits(v) >> 16;
+  if (t == SliceType::kBF16) return bits_of(v) >> 16;
   if (t == SliceType::kFP16) return __half_raw(__float2half_rn(v)).x;
-  return f32_bits(v);
+  return bits_of(v);
 }
 
 // N consecutive values (k0 .. k0 + N - 1, one tile: N divides TK) of output

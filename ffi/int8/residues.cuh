@@ -13,10 +13,10 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include <cuda_runtime.h>
 
+#include "../common/bits.cuh"
 #include "../common/tiles.cuh"
 #include "modular.cuh"
 #include "params.h"
@@ -43,25 +43,6 @@ struct FloatBits<double> {
   static constexpr int kExponentMask = 0x7FF;
   static constexpr int kMinExponent = -1074;
 };
-
-__host__ __device__ __forceinline__ uint32_t bits_of(float x) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-#endif
-}
-__host__ __device__ __forceinline__ uint64_t bits_of(double x) {
-#ifdef __CUDA_ARCH__
-  return uint64_t(__double_as_longlong(x));
-#else
-  uint64_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-#endif
-}
 
 // round(|x| 2^e) to the nearest integer, ties to even (jnp.round's rule),
 // and the sign of x, for finite x: integer arithmetic on the significand,
