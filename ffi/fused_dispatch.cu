@@ -55,10 +55,18 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
   std::string why = check(p);
   if (!why.empty()) return why;
   if (p.batch * p.rows * p.k_out == 0) return "";
+  static int sms_cache[64] = {};
   int device = 0, sms = 132;
-  if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const int64_t cap = int64_t(sms) * 16;  // enough resident blocks to hide latency
-  if (p.transposed) {
+  if (cudaGetDevice(&device) == cudaSuccess) {
+    if (device >= 0 && device < 64 && sms_cache[device]) sms = sms_cache[device];
+    else if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && sms > 0 &&
+             device >= 0 && device < 64)
+      sms_cache[device] = sms;
+  }
+  // Enough resident blocks to hide latency (fewer when a test asks).
+  const int64_t cap = p.max_blocks > 0 ? p.max_blocks : int64_t(sms) * 16;
+  // One row of a transposed operand, (L, K, 1), is laid out as (L, 1, K).
+  if (p.transposed && p.rows != 1) {
     const int blocks = int(std::min(transposed_tiles(p.batch, p.k_out, p.rows), cap));
     split_transposed_kernel<<<blocks, kTileThreads, 0, stream>>>(p);
   } else {

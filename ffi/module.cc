@@ -131,6 +131,9 @@ ffi::Error FusedSplitImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer 
     return ffi::Error::InvalidArgument("jaxemu fused split: expected x (L, R, K) or (L, K, R) and slices (L, R, K/TK, S, "
                                        "TK) with TK = " + std::to_string(tk) + "; got " + shape_str(dx) + ", " +
                                        shape_str(dout));
+  if (dout[3] < 1 || dout[3] > fused::kMaxSlices || lo_scale_bits < 0 || lo_scale_bits > 14)
+    return ffi::Error::InvalidArgument("jaxemu fused split: 1.." + std::to_string(fused::kMaxSlices) +
+                                       " slices and lo_scale_bits in 0..14");
   p.transposed = transposed != 0;
   p.batch = dx[0];
   p.rows = p.transposed ? dx[2] : dx[1];

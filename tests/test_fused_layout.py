@@ -109,6 +109,17 @@ def test_split_kernel_code_gives_the_xla_slices(split_check, tmp_path, name, tra
         same_bits(got, want)
 
 
+def test_split_kernel_code_takes_four_slices(split_check, tmp_path, rng):
+    # FloatSplit allows 4 slices; the fused path sends such schemes to the
+    # kernels like the catalogue's.
+    from jaxemu.schemes import FloatSplit
+    s = FloatSplit("bf16x4_custom", "bf16", 4, ((0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (2, 0), (0, 3), (3, 0)))
+    for transposed in (False, True):
+        x = split_operand((2, 40, 37) if transposed else (2, 37, 40), transposed, rng)
+        want, _ = F.slices_xla(jnp.asarray(np.swapaxes(x, 1, 2) if transposed else x), s, 64)
+        same_bits(run_split(split_check, tmp_path, x, None, s, 64, transposed), want)
+
+
 @pytest.mark.parametrize("name", ["bf16x6", "bf16x9"])
 def test_split_kernel_code_on_tiny_values(split_check, tmp_path, name, rng):
     # XLA's CPU flushes subnormal arithmetic, so slices_xla is no reference

@@ -64,8 +64,9 @@ struct SplitProblem {
   int slices = 1;
   int lo_scale_bits = 0;
   bool truncate = false;
+  int max_blocks = 0;  // > 0: at most this many blocks (tests: several tiles per block)
 };
-constexpr int kMaxSlices = 3;
+constexpr int kMaxSlices = 4;  // FloatSplit's limit (jaxemu/schemes.py)
 
 }  // namespace fused
 }  // namespace jaxemu

@@ -92,6 +92,7 @@ struct ResidueProblem {
   int moduli[kMaxResidueModuli] = {};
   uint32_t magic[kMaxResidueModuli] = {};  // modular.cuh: mod_u24
   int c16[kMaxResidueModuli] = {};         // 2^16 mod m
+  int max_blocks = 0;  // > 0: at most this many blocks (tests: several tiles per block)
 };
 
 }  // namespace int8

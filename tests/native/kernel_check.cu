@@ -374,24 +374,29 @@ struct ResidueCase {
   int64_t batch, rows, k;
   bool transposed, f64;
   int nmod;
+  bool few_blocks;  // launch 3 blocks
 };
 
 std::vector<ResidueCase> residue_cases() {
   std::vector<ResidueCase> out;
-  const std::vector<std::array<int64_t, 3>> shapes = {
-      {1, 1, 1}, {2, 7, 17}, {1, 129, 4097}, {3, 1000, 127}, {1, 4097, 129}, {1, 33, 4096}, {2, 300, 64}};
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},    {2, 7, 17},    {1, 129, 4097}, {3, 1000, 127},
+                                                      {1, 4097, 129}, {1, 33, 4096}, {2, 300, 64},   {2, 40, 1000},
+                                                      {1, 1, 300}};
   for (int f64 = 0; f64 < 2; ++f64)
     for (int tr = 0; tr < 2; ++tr)
-      for (auto s : shapes) out.push_back({s[0], s[1], s[2], tr != 0, f64 != 0, f64 ? 18 : 9});
-  out.push_back({1, 17, 100, true, false, int8::kMaxResidueModuli});
-  out.push_back({1, 17, 100, false, true, int8::kMaxResidueModuli});
+      for (auto s : shapes) out.push_back({s[0], s[1], s[2], tr != 0, f64 != 0, f64 ? 18 : 9, false});
+  out.push_back({1, 17, 100, true, false, int8::kMaxResidueModuli, false});
+  out.push_back({1, 17, 100, false, true, int8::kMaxResidueModuli, false});
+  // Three blocks walking many tiles each (grid-stride loops; racecheck).
+  for (int tr = 0; tr < 2; ++tr) out.push_back({1, 4100, 2050, tr != 0, false, 8, true});
   return out;
 }
 
 std::string label(const ResidueCase& c) {
   char buf[140];
-  std::snprintf(buf, sizeof buf, "residues %s %s %lldx%lldx%lld moduli=%d", c.f64 ? "f64" : "f32",
-                c.transposed ? "transposed" : "rows", (long long)c.batch, (long long)c.rows, (long long)c.k, c.nmod);
+  std::snprintf(buf, sizeof buf, "residues %s %s %lldx%lldx%lld moduli=%d%s", c.f64 ? "f64" : "f32",
+                c.transposed ? "transposed" : "rows", (long long)c.batch, (long long)c.rows, (long long)c.k, c.nmod,
+                c.few_blocks ? " 3 blocks" : "");
   return buf;
 }
 
@@ -455,6 +460,7 @@ bool run_residues(const ResidueCase& c, std::mt19937_64& rng, std::string* detai
   p.k_out = k_out;
   p.transposed = c.transposed;
   p.f64 = c.f64;
+  p.max_blocks = c.few_blocks ? 3 : 0;
   CHECK_CUDA(cudaMemset(dout.ptr, 0x5A, size_t(total)));  // poison: an unwritten byte fails the check
   why = int8::run(p, nullptr);
   if (!why.empty()) {
@@ -481,15 +487,22 @@ bool run_residues(const ResidueCase& c, std::mt19937_64& rng, std::string* detai
 struct SplitCase {
   int64_t batch, rows, k;
   bool transposed;
-  int scheme;  // fused_schemes() index, plus 5: fp16x3_bitcut
+  int scheme;       // fused_schemes() index, plus 5: fp16x3_bitcut
+  bool few_blocks;  // launch 3 blocks
 };
 
 std::vector<SplitCase> split_cases() {
   std::vector<SplitCase> out;
-  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1}, {2, 7, 17}, {1, 129, 4097}, {3, 1000, 127}, {1, 4097, 129}};
+  // K a multiple of 4 (vector loads) and not; several row and K tiles per
+  // batch entry; one row (transposed: the rows kernel's layout).
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},     {2, 7, 17},   {1, 129, 4097}, {3, 1000, 127},
+                                                      {1, 4097, 129}, {2, 37, 256}, {2, 40, 1000},  {1, 1, 300}};
   for (int sc = 0; sc < 6; ++sc)
     for (int tr = 0; tr < 2; ++tr)
-      for (auto s : shapes) out.push_back({s[0], s[1], s[2], tr != 0, sc});
+      for (auto s : shapes) out.push_back({s[0], s[1], s[2], tr != 0, sc, false});
+  // Three blocks walking many tiles each (the grid-stride loops, and the
+  // tile's second barrier under racecheck).
+  for (int tr = 0; tr < 2; ++tr) out.push_back({1, 4100, 2050, tr != 0, 4, true});
   return out;
 }
 
@@ -506,13 +519,15 @@ fused::SplitProblem split_problem(const SplitCase& c) {
   p.rows = c.rows;
   p.k = c.k;
   p.k_out = (c.k + fused::tile_k(s.type) - 1) / fused::tile_k(s.type) * fused::tile_k(s.type);
+  p.max_blocks = c.few_blocks ? 3 : 0;
   return p;
 }
 
 std::string label(const SplitCase& c) {
   char buf[140];
-  std::snprintf(buf, sizeof buf, "split %s %s %lldx%lldx%lld", c.scheme == 5 ? "fp16x3_bitcut" : fused_schemes()[c.scheme].name,
-                c.transposed ? "transposed" : "rows", (long long)c.batch, (long long)c.rows, (long long)c.k);
+  std::snprintf(buf, sizeof buf, "split %s %s %lldx%lldx%lld%s", c.scheme == 5 ? "fp16x3_bitcut" : fused_schemes()[c.scheme].name,
+                c.transposed ? "transposed" : "rows", (long long)c.batch, (long long)c.rows, (long long)c.k,
+                c.few_blocks ? " 3 blocks" : "");
   return buf;
 }
 

@@ -30,8 +30,9 @@ int main(int argc, char** argv) {
   int64_t h[10];
   if (std::fread(h, sizeof(int64_t), 10, in) != 10) return 2;
   SplitProblem p;
-  if (h[0] < 0 || h[0] > 2 || h[1] < 1 || h[1] > kMaxSlices) {
-    std::fprintf(stderr, "bad slice type or count\n");
+  if (h[0] < 0 || h[0] > 2 || h[1] < 1 || h[1] > kMaxSlices || h[2] < 0 || h[2] > 14 || h[5] < 0 || h[6] < 0 ||
+      h[7] < 0) {
+    std::fprintf(stderr, "bad slice type, count, lo_scale_bits or shape\n");
     return 2;
   }
   p.type = h[0] == 0 ? SliceType::kBF16 : h[0] == 1 ? SliceType::kFP16 : SliceType::kTF32;
