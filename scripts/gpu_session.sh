@@ -4,6 +4,8 @@
 #   STEPS="build test bench" BENCH_ARGS="..." bash scripts/gpu_session.sh
 #   STEPS=apps bash scripts/gpu_session.sh     # the applications (python -m jaxemu.apps)
 #   STEPS="build int8" bash scripts/gpu_session.sh   # the int8 kernels' tests and benchmark (issue 14)
+#   STEPS="build split" bash scripts/gpu_session.sh  # the split kernel: tests, XLA's split vs the kernel (issue 10)
+#   STEPS="build kernels" bash scripts/gpu_session.sh  # tests/native/kernel_check without a sanitizer (every family)
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"
 mkdir -p "$OUT"
@@ -36,6 +38,22 @@ if [[ " $STEPS " == *" int8 "* ]]; then
     2>&1 | tee "$OUT/test_cuda_int8.log" | tail -25
   JAX_PLATFORMS=cuda,cpu timeout "${BENCH_TIMEOUT:-300}" python3 scripts/int8_bench.py \
     --json "$OUT/int8_bench.json" ${INT8_ARGS:-} 2>&1 | tee "$OUT/int8_bench.log" | tail -30
+fi
+if [[ " $STEPS " == *" split "* ]]; then
+  # The split kernel against XLA's split (bit for bit), the fused path's
+  # tests, then the application shapes with XLA's split and with the kernel.
+  JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q tests/test_cuda.py \
+    -k "split or agrees or odd_shapes or special or bit_identical" 2>&1 | tee "$OUT/test_split.log" | tail -15
+  for sp in 0 1; do
+    JAXEMU_CUDA_SPLIT=$sp JAX_PLATFORMS=cuda,cpu timeout "${BENCH_TIMEOUT:-300}" python3 -m jaxemu.bench \
+      --shapes "${SPLIT_SHAPES:-1x1048576x256x1024,1x1024x1048576x256,1x8192x128x262144,1x8192x8192x8192}" \
+      --schemes "${SPLIT_SCHEMES:-fp16x3,bf16x6}" --backends cuda --reps 5 --json "$OUT/split$sp.json" \
+      2>&1 | tee "$OUT/bench_split$sp.log" | tail -12
+  done
+fi
+if [[ " $STEPS " == *" kernels "* ]]; then
+  # Every kernel family through its host interface, results checked on the host.
+  TOOLS="" OUT="$OUT/kernels" timeout "${KERNELS_TIMEOUT:-400}" bash scripts/sanitize_kernels.sh 2>&1 | tail -5
 fi
 if [[ " $STEPS " == *" apps "* ]]; then
   JAX_PLATFORMS=cuda,cpu timeout "${APPS_TIMEOUT:-450}" python3 -m jaxemu.apps --json "$OUT/apps.json" \

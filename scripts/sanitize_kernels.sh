@@ -11,7 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-sanitize-kernels}"
-TOOLS="${TOOLS:-memcheck racecheck initcheck}"
+TOOLS="${TOOLS-memcheck racecheck initcheck}"  # TOOLS="" : the plain run only
 SAN="${COMPUTE_SANITIZER:-compute-sanitizer}"
 BUILD="${BUILD_DIR:-build/kernel-check}"
 mkdir -p "$OUT"
