@@ -17,11 +17,14 @@ size_t workspace_streamk(const GemmProblem&, int);
 std::string run_streamk(const GemmProblem&, int, void*, cudaStream_t);
 
 // One thread per output element (grid-stride), crt_element in ffi/int8/crt.cuh.
+template <bool kFloat64>
 __global__ void __launch_bounds__(256) crt_kernel(const CrtProblem p) {
   const int64_t total = p.batch * p.m * p.n;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x)
-    p.c[idx] = crt_element(p, idx, total);
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    if constexpr (kFloat64) p.c64[idx] = crt_element64(p, idx, total);
+    else p.c[idx] = crt_element(p, idx, total);
+  }
 }
 
 // Residues of a (batch, rows, k) operand: one thread per 4 values of a row
@@ -77,7 +80,7 @@ std::string run(GemmConfig cfg, const GemmProblem& p, int sms, void* workspace, 
 
 std::string check(const CrtProblem& p) {
   if (p.nmod < 1 || p.nmod > kMaxModuli) return "bad number of moduli";
-  if (!p.p || !p.row_exp || !p.col_exp || !p.c) return "missing buffer";
+  if (!p.p || !p.row_exp || !p.col_exp || (!p.c == !p.c64)) return "missing buffer (or both outputs given)";
   return "";
 }
 
@@ -88,7 +91,8 @@ std::string run(const CrtProblem& p, cudaStream_t stream) {
   if (total == 0) return "";
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, int64_t(sm_count()) * 16);
-  crt_kernel<<<int(blocks), threads, 0, stream>>>(p);
+  if (p.c64) crt_kernel<true><<<int(blocks), threads, 0, stream>>>(p);
+  else crt_kernel<false><<<int(blocks), threads, 0, stream>>>(p);
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("CRT kernel launch: ") + cudaGetErrorString(e);
 }

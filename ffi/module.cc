@@ -267,13 +267,15 @@ XLA_FFI_DEFINE_HANDLER(kOzakiResidues, OzakiResiduesImpl,
                            .Attr<int64_t>("transposed"));
 
 // The Ozaki II reconstruction (int8.h): raw products P (nmod, L, M, N) int32,
-// row exponents (L, M), column exponents (L, N) int32 -> C (L, M, N) float32.
+// row exponents (L, M), column exponents (L, N) int32 -> C (L, M, N) float32
+// or float64.
 ffi::Error OzakiCrtImpl(cudaStream_t stream, ffi::AnyBuffer prod, ffi::AnyBuffer row_exp, ffi::AnyBuffer col_exp,
                         ffi::Result<ffi::AnyBuffer> c, ffi::Span<const int64_t> moduli) {
   auto dp = prod.dimensions(), dr = row_exp.dimensions(), dl = col_exp.dimensions(), dc = c->dimensions();
+  const bool f64 = c->element_type() == ffi::DataType::F64;
   if (prod.element_type() != ffi::DataType::S32 || row_exp.element_type() != ffi::DataType::S32 ||
-      col_exp.element_type() != ffi::DataType::S32 || c->element_type() != ffi::DataType::F32)
-    return ffi::Error::InvalidArgument("jaxemu ozaki2 crt: products and exponents must be int32, C float32");
+      col_exp.element_type() != ffi::DataType::S32 || (!f64 && c->element_type() != ffi::DataType::F32))
+    return ffi::Error::InvalidArgument("jaxemu ozaki2 crt: products and exponents must be int32, C float32 or float64");
   if (dp.size() != 4 || dr.size() != 2 || dl.size() != 2 || dc.size() != 3 || dp[0] != int64_t(moduli.size()) ||
       dc[0] != dp[1] || dc[1] != dp[2] || dc[2] != dp[3] || dr[0] != dp[1] || dr[1] != dp[2] || dl[0] != dp[1] ||
       dl[1] != dp[3])
@@ -286,7 +288,8 @@ ffi::Error OzakiCrtImpl(cudaStream_t stream, ffi::AnyBuffer prod, ffi::AnyBuffer
   p.p = static_cast<const int32_t*>(prod.untyped_data());
   p.row_exp = static_cast<const int32_t*>(row_exp.untyped_data());
   p.col_exp = static_cast<const int32_t*>(col_exp.untyped_data());
-  p.c = static_cast<float*>(c->untyped_data());
+  if (f64) p.c64 = static_cast<double*>(c->untyped_data());
+  else p.c = static_cast<float*>(c->untyped_data());
   p.batch = dp[1];
   p.m = dp[2];
   p.n = dp[3];
@@ -301,7 +304,7 @@ XLA_FFI_DEFINE_HANDLER(kOzakiCrt, OzakiCrtImpl,
                            .Arg<ffi::AnyBuffer>()   // products: (nmod, L, M, N) int32
                            .Arg<ffi::AnyBuffer>()   // row_exp: (L, M) int32
                            .Arg<ffi::AnyBuffer>()   // col_exp: (L, N) int32
-                           .Ret<ffi::AnyBuffer>()   // c: (L, M, N) float32
+                           .Ret<ffi::AnyBuffer>()   // c: (L, M, N) float32 or float64
                            .Attr<ffi::Span<const int64_t>>("moduli"));
 
 template <typename T>

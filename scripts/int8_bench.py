@@ -100,7 +100,7 @@ def main(argv=None):
     prod = jax.jit(lambda ra, rbt: cuda_int8.residue_products(ra, rbt, moduli))
     t_prod = timed(lambda: prod(ra, rbt))
     p = prod(ra, rbt)
-    crt = jax.jit(lambda p, ea, eb: cuda_int8.crt_float32(p, ea, eb, moduli))
+    crt = jax.jit(lambda p, ea, eb: cuda_int8.crt(p, ea, eb, moduli))
     t_crt = timed(lambda: crt(p, ea, eb))
     # For comparison, the residue passes as XLA fusions (the path before the
     # residue kernel): A's alone, and B's with the transpose fused in.

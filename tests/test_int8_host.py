@@ -6,8 +6,10 @@ exact reconstruction, and the Python glue (jaxemu/backends/cuda_int8.py:
 padding, B transposed, K-pieces, the CRT call) with the FFI calls replaced
 by exact CPU equivalents. The kernels themselves run in test_cuda_int8.py
 (GPU)."""
+import math
 import shutil
 import subprocess
+from fractions import Fraction
 
 import jax
 import jax.numpy as jnp
@@ -144,17 +146,64 @@ def test_crt_division_free_reductions(crt_check):
     assert r.returncode == 0 and "selftest ok" in r.stdout, r.stderr
 
 
-def run_crt(exe, tmp_path, prod, row, col, moduli):
+def run_crt(exe, tmp_path, prod, row, col, moduli, f64=False):
     nm, bsz, m, n = prod.shape
     src, dst = tmp_path / "in.bin", tmp_path / "out.bin"
     with open(src, "wb") as fh:
         np.asarray([nm, bsz, m, n, *moduli], np.int64).tofile(fh)
         for x in (prod, row, col):
             np.ascontiguousarray(x, np.int32).tofile(fh)
-    r = subprocess.run([str(exe), str(src), str(dst)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([str(exe)] + (["--f64"] if f64 else []) + [str(src), str(dst)],
+                       capture_output=True, text=True, timeout=60)
     if r.returncode:
         raise RuntimeError(r.stderr.strip())
-    return np.fromfile(dst, np.float32).reshape(bsz, m, n)
+    return np.fromfile(dst, np.float64 if f64 else np.float32).reshape(bsz, m, n)
+
+
+def correctly_rounded(c_int, scale):
+    """float64 of the exact c_int 2^scale (Python ints), rounded once."""
+    return np.vectorize(lambda c, s: float(Fraction(int(c)) * Fraction(2) ** int(s)), otypes=[np.float64])(c_int, scale)
+
+
+@pytest.mark.parametrize("law", T.LAWS)
+def test_crt_kernel_code_float64_is_correctly_rounded(crt_check, tmp_path, law):
+    # ozaki2_f64's integers (norm rule, its default moduli): the kernel's
+    # float64 C is the exact A'B' 2^-(ea + eb) rounded once, bit for bit.
+    a, b = T.operands(law, 9, 300, 7, seed=5, batch=2)
+    with jax.enable_x64(True):
+        s = jaxemu.get_scheme("ozaki2_f64")
+        nm = s.moduli_for(300)
+        moduli, (ea, ai), (eb, bi), _ = _ozaki2.scaled_integers(jnp.asarray(a, jnp.float64), jnp.asarray(b, jnp.float64),
+                                                                 nm, 62)
+        ai, bi = np.asarray(ai).astype(object), np.asarray(bi).astype(object)
+        ea, eb = np.asarray(ea)[:, :, 0], np.asarray(eb)[:, 0, :]
+    exact = np.einsum("bmk,bkn->bmn", ai, bi)
+    prod = np.stack([(exact % m).astype(np.int64) for m in moduli]).astype(np.int32)  # residues as raw products
+    got = run_crt(crt_check, tmp_path, prod, ea, eb, moduli, f64=True)
+    want = correctly_rounded(exact, -(ea[:, :, None] + eb[:, None, :]))
+    np.testing.assert_array_equal(got, want)
+    assert T.relerr(got, np.matmul(a.astype(np.float64), b.astype(np.float64))) < 1e-14
+
+
+def test_crt_kernel_code_float64_rounding_edges(crt_check, tmp_path):
+    # Chosen integers C' (given by their residues) and scalings: ties to even
+    # at 2^53 + 1 and + 3, a sticky bit beyond 64 bits, the largest |C'| the
+    # 18 moduli admit, subnormal results (ties too), below half the least
+    # subnormal, overflow, zero and signs.
+    moduli = _ozaki2.MODULI[:18]
+    lim = math.prod(moduli) // 4 - 1
+    cases = [(2 ** 53 + 1, 0), (2 ** 53 + 3, 0), (-(2 ** 53 + 1), 0), (2 ** 120 + 2 ** 67 + 1, -60),
+             (lim, -100), (-lim, 3), (3, -1075), (1, -1075), (1, -1076), (2 ** 60 + 1, -1130),
+             (5 * 2 ** 51, -1126), (lim, 900), (0, 7), (-(2 ** 70) - 12345, -40), (123456789, 20)]
+    vals = [c for c, _ in cases]
+    prod = np.asarray([[v % m for v in vals] for m in moduli], np.int64).astype(np.int32).reshape(18, 1, 1, len(cases))
+    row = np.zeros((1, 1), np.int32)
+    col = np.asarray([[-s for _, s in cases]], np.int32)  # C = C' 2^-(row + col)
+    got = run_crt(crt_check, tmp_path, prod, row, col, moduli, f64=True)[0, 0]
+    for (c, s), g in zip(cases, got):
+        exact = Fraction(c) * Fraction(2) ** s
+        want = float(exact) if abs(exact) < Fraction(2) ** 1024 else math.copysign(math.inf, c)
+        assert g == want and math.copysign(1, g) == math.copysign(1, want), (c, s, g, want)
 
 
 def integer_parts(a, b, nm):
@@ -223,13 +272,13 @@ def cpu_kernels(monkeypatch):
         calls.append(("gemm", a.shape, bt.shape))
         return lax.dot_general(a, bt, (((2,), (2,)), ((0,), (0,))), preferred_element_type=jnp.int32)
 
-    def crt_float32(p, ea, eb, moduli):
+    def crt(p, ea, eb, moduli, dtype=jnp.float32):
         nm, bsz, m, n = p.shape
-        assert ea.shape == (bsz, m) and eb.shape == (bsz, n) and len(moduli) == nm
-        calls.append(("crt", p.shape))
+        assert ea.shape == (bsz, m) and eb.shape == (bsz, n) and len(moduli) == nm <= cuda_int8.MAX_CRT_MODULI
+        calls.append(("crt", p.shape, np.dtype(dtype).name))
         pr = jnp.remainder(p, jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1))
-        vb = 62  # generous: |C'| < M / 4
-        return _ozaki2.reconstruct(pr, moduli, vb, ea[:, :, None], eb[:, None, :], jnp.float32)
+        vb = math.ceil(_ozaki2.moduli_bits(nm))  # generous: |C'| < M / 4
+        return _ozaki2.reconstruct(pr, moduli, vb, ea[:, :, None], eb[:, None, :], dtype)
 
     def operand_residues(x, e, moduli, transposed, rows_out):
         assert e.dtype == jnp.int32 and e.shape == (x.shape[0], x.shape[2] if transposed else x.shape[1])
@@ -238,7 +287,7 @@ def cpu_kernels(monkeypatch):
 
     monkeypatch.setattr(cuda_int8, "operand_residues", operand_residues)
     monkeypatch.setattr(cuda_int8, "int8_matmul", int8_matmul)
-    monkeypatch.setattr(cuda_int8, "crt_float32", crt_float32)
+    monkeypatch.setattr(cuda_int8, "crt", crt)
     return calls
 
 
@@ -253,7 +302,7 @@ def test_glue_gives_the_xla_backends_product(cpu_kernels, m, k, n, rng):
     nm = s.moduli_for(k)
     kp, np4 = -(-k // 16) * 16, -(-n // 4) * 4
     assert cpu_kernels == [("residues", (2, m, k), False, m), ("residues", (2, k, n), True, np4),
-                           ("gemm", (nm * 2, m, kp), (nm * 2, np4, kp)), ("crt", (nm, 2, m, np4))]
+                           ("gemm", (nm * 2, m, kp), (nm * 2, np4, kp)), ("crt", (nm, 2, m, np4), "float32")]
 
 
 def test_glue_cuts_long_k_into_exact_pieces(cpu_kernels, monkeypatch, rng):
@@ -266,20 +315,27 @@ def test_glue_cuts_long_k_into_exact_pieces(cpu_kernels, monkeypatch, rng):
     assert [c[0] for c in cpu_kernels] == ["residues"] * 2 + ["gemm"] * 4 + ["crt"]
 
 
-def test_glue_many_moduli_and_float64_use_the_exact_reconstruction(cpu_kernels, rng):
+def test_glue_many_moduli_use_the_exact_reconstruction(cpu_kernels, rng):
     a = rng.standard_normal((1, 5, 40)).astype(np.float32)
     b = rng.standard_normal((1, 40, 6)).astype(np.float32)
     s = jaxemu.get_scheme("ozaki2_f32").replace(moduli=cuda_int8.MAX_CRT_MODULI + 1)
     got = np.asarray(cuda_int8.ozaki2_finite(jnp.asarray(a), jnp.asarray(b), s))
     np.testing.assert_array_equal(got, np.asarray(X.ozaki2_dot(jnp.asarray(a), jnp.asarray(b), s)))
+    assert "crt" not in [c[0] for c in cpu_kernels]
+
+
+def test_glue_float64_takes_the_crt_kernel(cpu_kernels, rng):
+    a = rng.standard_normal((1, 5, 40))
+    b = rng.standard_normal((1, 40, 6))
     with jax.enable_x64(True):
         s64 = jaxemu.get_scheme("ozaki2_f64")
         a64, b64 = jnp.asarray(a, jnp.float64), jnp.asarray(b, jnp.float64)
         np.testing.assert_array_equal(np.asarray(cuda_int8.ozaki2_finite(a64, b64, s64)),
                                       np.asarray(X.ozaki2_dot(a64, b64, s64)))
         with pytest.raises(TypeError, match="float32"):
-            cuda_int8.ozaki2_finite(jnp.asarray(a), jnp.asarray(b), s64)
-    assert "crt" not in [c[0] for c in cpu_kernels]
+            cuda_int8.ozaki2_finite(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32), s64)
+    nm = s64.moduli_for(40)
+    assert cpu_kernels[-1] == ("crt", (nm, 1, 5, 8), "float64")
 
 
 @pytest.mark.parametrize("k", [1, 15, 16, 17, 33, 100])

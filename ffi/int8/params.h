@@ -49,11 +49,14 @@ enum class GemmConfig { kWide, kStreamK };
 // (relative error ~nmod 2^-53, far below FP32's rounding) and rounded once to
 // float32 (overflow gives Inf, which the caller replaces by FP32's value).
 constexpr int kMaxModuli = 20;
+// With c64 instead of c, C is float64 (ozaki2_f64): C' summed exactly
+// (192-bit integers) and rounded once, subnormals included.
 struct CrtProblem {
   const int32_t* p = nullptr;
   const int32_t* row_exp = nullptr;
   const int32_t* col_exp = nullptr;
   float* c = nullptr;
+  double* c64 = nullptr;
   int64_t batch = 0, m = 0, n = 0;
   int nmod = 0;
   int moduli[kMaxModuli] = {};

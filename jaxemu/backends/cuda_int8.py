@@ -7,10 +7,11 @@ once and writes the int8 residues of its scaled integers for every modulus,
 B's transposed (K contiguous: int8 wgmma reads only K-major operands) and
 both zero-padded to the GEMM's alignment; one FFI call (ffi/int8/: CUTLASS
 sm90 warp-specialized int8 GEMM) computes the residue products of every
-modulus and batch entry, exact in int32; for FP32 results one more FFI call
-(the CRT kernel) reduces them, forms the mixed-radix digits and writes C
-once. FP64 results (ozaki2_f64) need more than a double to hold C' exactly,
-so their reconstruction stays the xla backend's exact limb arithmetic.
+modulus and batch entry, exact in int32; one more FFI call (the CRT kernel) reduces
+them, forms the mixed-radix digits and writes C once: for float32 from the
+digits' double sum, for float64 (ozaki2_f64) from the exact integer in
+192-bit arithmetic, each rounded once. More than MAX_CRT_MODULI moduli take
+the xla backend's exact limb arithmetic.
 
 The special-value and overflow rules are the xla backend's canonical_dot,
 with this module's product on the finite operands.
@@ -81,11 +82,13 @@ def residue_products(ra, rbt, moduli):
     return total
 
 
-def crt_float32(p, ea, eb, moduli):
-    """The CRT kernel: float32 (B, M, N) from raw products p (n, B, M, N) and
-    the exponents ea (B, M), eb (B, N)."""
+def crt(p, ea, eb, moduli, dtype=jnp.float32):
+    """The CRT kernel: C (B, M, N) of ``dtype`` from raw products p
+    (n, B, M, N) and the exponents ea (B, M), eb (B, N). float32: the digits'
+    double sum rounded once; float64: the exact integer (192-bit) rounded
+    once (ffi/int8/crt.cuh)."""
     _, bsz, m, n = p.shape
-    return jax.ffi.ffi_call("jaxemu_ozaki2_crt", jax.ShapeDtypeStruct((bsz, m, n), jnp.float32))(
+    return jax.ffi.ffi_call("jaxemu_ozaki2_crt", jax.ShapeDtypeStruct((bsz, m, n), dtype))(
         p, ea, eb, moduli=np.asarray(moduli, np.int64))
 
 
@@ -135,8 +138,8 @@ def ozaki2_finite(a, b, s: Ozaki2):
     moduli, ra, rbt, ea, eb, value_bits = residues(a, b, s)
     nm = len(moduli)
     p = residue_products(ra, rbt, moduli)  # (n, B, M, Np)
-    if s.dtype == "float32" and nm <= MAX_CRT_MODULI:
-        c = crt_float32(p, ea[:, :, 0], pad_axis(eb[:, 0, :], 1, ALIGN_N), moduli)
+    if nm <= MAX_CRT_MODULI:
+        c = crt(p, ea[:, :, 0], pad_axis(eb[:, 0, :], 1, ALIGN_N), moduli, a.dtype)
         return c[:, :, :n]
     mods = jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1)
     pr = jnp.remainder(p[..., :n], mods)

@@ -1,9 +1,10 @@
-// Runs the Ozaki II reconstruction's per-element function (ffi/int8/crt.cuh)
+// Runs the Ozaki II reconstruction's per-element functions (ffi/int8/crt.cuh)
 // on the host, for tests/test_int8_host.py:
-//   crt_check IN OUT
+//   crt_check [--f64] IN OUT
 // IN: int64 header [nmod, batch, m, n, moduli...], then int32 products
 // (nmod, batch, m, n), row exponents (batch, m), column exponents (batch, n);
-// OUT: float32 (batch, m, n). Exit status 2 with a message on bad input.
+// OUT: float32 (batch, m, n), or float64 with --f64 (crt_element64). Exit
+// status 2 with a message on bad input.
 //   crt_check --selftest
 // checks the division-free reductions (crt.cuh: mod_u24 for every x < 2^24
 // and every modulus 2..256; mod_i32 at the int32 extremes, around multiples
@@ -47,7 +48,9 @@ int selftest() {
 int main(int argc, char** argv) {
   using namespace jaxemu::int8;
   if (argc == 2 && std::strcmp(argv[1], "--selftest") == 0) return selftest();
-  if (argc != 3) { std::fprintf(stderr, "usage: crt_check IN OUT\n"); return 2; }
+  const bool f64 = argc == 4 && std::strcmp(argv[1], "--f64") == 0;
+  if (f64) ++argv, --argc;
+  if (argc != 3) { std::fprintf(stderr, "usage: crt_check [--f64] IN OUT\n"); return 2; }
   std::FILE* in = std::fopen(argv[1], "rb");
   if (!in) { std::fprintf(stderr, "cannot open %s\n", argv[1]); return 2; }
   int64_t head[4];
@@ -72,10 +75,15 @@ int main(int argc, char** argv) {
   p.batch = batch;
   p.m = m;
   p.n = n;
-  std::vector<float> c(total);
-  for (int64_t i = 0; i < total; ++i) c[i] = crt_element(p, i, total);
+  std::vector<float> c(f64 ? 0 : total);
+  std::vector<double> c64(f64 ? total : 0);
+  for (int64_t i = 0; i < total; ++i) {
+    if (f64) c64[i] = crt_element64(p, i, total);
+    else c[i] = crt_element(p, i, total);
+  }
   std::FILE* out = std::fopen(argv[2], "wb");
-  if (!out || std::fwrite(c.data(), 4, c.size(), out) != c.size()) return 2;
+  const size_t wrote = f64 ? std::fwrite(c64.data(), 8, c64.size(), out) : std::fwrite(c.data(), 4, c.size(), out);
+  if (!out || wrote != size_t(total)) return 2;
   std::fclose(out);
   return 0;
 }

@@ -595,16 +595,18 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
 struct CrtCase {
   int64_t batch, m, n;
   int nmod;
+  bool f64 = false;  // float64 C (crt_element64)
 };
 
 std::vector<CrtCase> crt_cases() {
-  return {{1, 1, 1, 2}, {2, 7, 5, 8}, {1, 129, 131, 9}, {3, 33, 1000, 12}, {1, 1000, 17, 20}};
+  return {{1, 1, 1, 2},      {2, 7, 5, 8},          {1, 129, 131, 9},       {3, 33, 1000, 12}, {1, 1000, 17, 20},
+          {1, 1, 1, 16, true}, {2, 129, 131, 18, true}, {1, 1000, 17, 20, true}};
 }
 
 std::string label(const CrtCase& c) {
   char buf[120];
-  std::snprintf(buf, sizeof buf, "crt %lldx%lldx%lld moduli=%d", (long long)c.batch, (long long)c.m,
-                (long long)c.n, c.nmod);
+  std::snprintf(buf, sizeof buf, "crt %lldx%lldx%lld moduli=%d%s", (long long)c.batch, (long long)c.m,
+                (long long)c.n, c.nmod, c.f64 ? " float64" : "");
   return buf;
 }
 
@@ -622,12 +624,12 @@ bool run_crt(const CrtCase& c, std::mt19937_64& rng, std::string* detail) {
   }
   const int64_t total = c.batch * c.m * c.n;
   std::uniform_int_distribution<int32_t> up(INT32_MIN, INT32_MAX);
-  std::uniform_int_distribution<int> ue(-60, 60);
+  std::uniform_int_distribution<int> ue(c.f64 ? -600 : -60, c.f64 ? 600 : 60);
   std::vector<int32_t> prod(size_t(c.nmod * total)), row(size_t(c.batch * c.m)), col(size_t(c.batch * c.n));
   for (auto& x : prod) x = up(rng);
   for (auto& x : row) x = ue(rng);
   for (auto& x : col) x = ue(rng);
-  Device dp(prod.size() * 4), dr(row.size() * 4), dl(col.size() * 4), dc(size_t(total) * 4);
+  Device dp(prod.size() * 4), dr(row.size() * 4), dl(col.size() * 4), dc(size_t(total) * (c.f64 ? 8 : 4));
   upload(dp, prod);
   upload(dr, row);
   upload(dl, col);
@@ -640,23 +642,33 @@ bool run_crt(const CrtCase& c, std::mt19937_64& rng, std::string* detail) {
   p.p = static_cast<int32_t*>(dp.ptr);
   p.row_exp = static_cast<int32_t*>(dr.ptr);
   p.col_exp = static_cast<int32_t*>(dl.ptr);
-  p.c = static_cast<float*>(dc.ptr);
+  if (c.f64) p.c64 = static_cast<double*>(dc.ptr);
+  else p.c = static_cast<float*>(dc.ptr);
   p.batch = c.batch;
   p.m = c.m;
   p.n = c.n;
-  CHECK_CUDA(cudaMemset(dc.ptr, 0xFF, size_t(total) * 4));  // NaN where nothing is written
+  CHECK_CUDA(cudaMemset(dc.ptr, 0xFF, size_t(total) * (c.f64 ? 8 : 4)));  // NaN where nothing is written
   why = int8::run(p, nullptr);
   if (!why.empty()) {
     *detail = "run: " + why;
     return false;
   }
   CHECK_CUDA(cudaDeviceSynchronize());
-  const auto got = download<float>(dc, size_t(total));
   int8::CrtProblem h = p;
   h.p = prod.data();
   h.row_exp = row.data();
   h.col_exp = col.data();
   int64_t wrong = 0;
+  if (c.f64) {  // exact integers, one rounding: bit for bit
+    const auto got = download<double>(dc, size_t(total));
+    for (int64_t i = 0; i < total; ++i) {
+      const double ref = int8::crt_element64(h, i, total), g = got[size_t(i)];
+      wrong += std::memcmp(&ref, &g, 8) != 0;
+    }
+    *detail = std::to_string(wrong) + " entries differ from the host reconstruction";
+    return wrong == 0;
+  }
+  const auto got = download<float>(dc, size_t(total));
   for (int64_t i = 0; i < total; ++i) {
     const float ref = int8::crt_element(h, i, total);
     const float g = got[size_t(i)];
