@@ -52,6 +52,39 @@ def componentwise_err(c, a, b, ref) -> float:
     return float(np.max(err[mask] / denom[mask])) if mask.any() else 0.0
 
 
+def _two_product(x: np.ndarray, y: np.ndarray):
+    """(p, e) with p + e = x y exactly (Dekker/Veltkamp split, float64, no
+    over- or underflow)."""
+    def split(v):
+        t = v * 134217729.0  # 2^27 + 1
+        hi = t - (t - v)
+        return hi, v - hi
+    p = x * y
+    xh, xl = split(x)
+    yh, yl = split(y)
+    return p, ((xh * yh - p) + xh * yl + xl * yh) + xl * yl
+
+
+def exact_dot_samples(a: np.ndarray, b: np.ndarray, idx) -> np.ndarray:
+    """The entries C[i, j] (i, j = idx[0][t], idx[1][t]) of the float64
+    product a b, each the exact dot product rounded once: error-free
+    products summed by math.fsum. A reference for products whose own
+    precision is float64 (ozaki2_f64 against DGEMM), on a sample of C."""
+    import math
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    out = []
+    for i, j in zip(*idx):
+        p, e = _two_product(a[i, :], b[:, j])
+        out.append(math.fsum(np.concatenate([p, e]).tolist()))
+    return np.asarray(out)
+
+
+def sampled_relerr(c, idx, exact) -> float:
+    """Relative error ||C[idx] - exact|| / ||exact|| over sampled entries."""
+    got = np.asarray(c, np.float64)[tuple(idx)]
+    return float(np.linalg.norm(got - exact) / np.linalg.norm(exact))
+
+
 def dot_general_reference(lhs: np.ndarray, rhs: np.ndarray, dimension_numbers) -> np.ndarray:
     """lax.dot_general in numpy through einsum (independent of jaxemu.dims),
     in the dtype given (float64 for references)."""

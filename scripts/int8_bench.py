@@ -4,7 +4,7 @@ then ozaki2_f32 on the cuda backend (residue, int8 GEMM and CRT kernels) and on 
 against cuBLAS SGEMM, with error / SGEMM's error on the four input laws and
 the time split into its three steps. Same-run ratios; prints a table last.
 
-    JAX_PLATFORMS=cuda python scripts/int8_bench.py [--n 8192] [--moduli 7,8,9]
+    JAX_PLATFORMS=cuda python scripts/int8_bench.py [--n 8192] [--moduli 7,8,9] [--f64]
 """
 import argparse
 import json
@@ -57,6 +57,7 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--moduli", default="7,8,9", help="ozaki2_f32 moduli counts to time besides the default")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--f64", action="store_true", help="also ozaki2_f64 against DGEMM (needs jax_enable_x64)")
     args = ap.parse_args(argv)
     n = args.n
     facts = device_facts()
@@ -132,6 +133,26 @@ def main(argv=None):
                                  moduli=sc.moduli_for(n), ms=t * 1e3, x_sgemm=t32 / t, err=e, err_sgemm=e32,
                                  err_ratio=e / e32))
                 print(rows[-1], flush=True)
+    # 4. ozaki2_f64 against DGEMM: time, and error on sampled entries of C
+    #    against their exact value (error-free products, math.fsum).
+    if args.f64:
+        with jax.enable_x64(True):
+            rng64 = np.random.default_rng(2)
+            for law in T.LAWS:
+                a64 = T.sample(law, (n, n), rng64).astype(np.float64) * (1 + rng64.random((n, n)) * 2.0 ** -30)
+                b64 = T.sample(law, (n, n), rng64).astype(np.float64) * (1 + rng64.random((n, n)) * 2.0 ** -30)
+                aj, bj = jnp.asarray(a64), jnp.asarray(b64)
+                dgemm = jax.jit(lambda a, b: jnp.dot(a, b, precision="highest"))
+                oz = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="ozaki2_f64"))
+                t64, toz = timed(lambda: dgemm(aj, bj)), timed(lambda: oz(aj, bj), reps=3)
+                idx = rng64.integers(0, n, (2, 256))
+                exact = T.exact_dot_samples(a64, b64, idx)
+                e64 = T.sampled_relerr(np.asarray(dgemm(aj, bj)), idx, exact)
+                eoz = T.sampled_relerr(np.asarray(oz(aj, bj)), idx, exact)
+                rows.append(dict(kind="ozaki2_f64", law=law, moduli=jaxemu.get_scheme("ozaki2_f64").moduli_for(n),
+                                 dgemm_ms=t64 * 1e3, ms=toz * 1e3, x_dgemm=t64 / toz, err=eoz, err_dgemm=e64,
+                                 err_ratio=eoz / e64))
+                print(rows[-1], flush=True)
     out = dict(facts=facts, n=n, rows=rows, steps=steps)
     if args.json:
         with open(args.json, "w") as fh:
@@ -152,6 +173,10 @@ def main(argv=None):
         if r["kind"] == "ozaki2":
             print(f"{r['name']:26s} {r['backend']:7s} {r['law']:14s} {r['moduli']:6d} {r['ms']:8.2f} "
                   f"{r['x_sgemm']:8.2f} {r['err_ratio']:9.3f}")
+    for r in rows:
+        if r["kind"] == "ozaki2_f64":
+            print(f"ozaki2_f64 {r['law']:14s} moduli {r['moduli']:2d}: {r['ms']:8.2f} ms, DGEMM {r['dgemm_ms']:8.2f} ms "
+                  f"({r['x_dgemm']:.2f}x), err/DGEMM {r['err_ratio']:.3f}")
     return 0
 
 

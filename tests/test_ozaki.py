@@ -352,6 +352,18 @@ def test_f64_error_at_most_dgemm(law, rng):
     assert T.relerr(c, ref) <= e64, (law, T.relerr(c, ref), e64)
 
 
+def test_exact_dot_samples_are_the_correctly_rounded_exact_products(rng):
+    # The f64 benchmark's reference (jaxemu.testing.exact_dot_samples) against
+    # Python rationals, on data whose products are not exact in float64.
+    a = rng.standard_normal((6, 300)) * np.exp2(rng.integers(-40, 40, (6, 300)))
+    b = rng.standard_normal((300, 5))
+    idx = (np.array([0, 1, 5, 3]), np.array([4, 0, 2, 2]))
+    got = T.exact_dot_samples(a, b, idx)
+    for t, (i, j) in enumerate(zip(*idx)):
+        assert got[t] == float(sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a[i], b[:, j])))
+    assert T.sampled_relerr(a @ b, idx, got) < 1e-14
+
+
 def test_f64_exact_on_integers_and_grad(rng):
     a = rng.integers(-2 ** 20, 2 ** 20, (6, 300)).astype(np.float64)
     b = rng.integers(-2 ** 20, 2 ** 20, (300, 4)).astype(np.float64)
