@@ -18,6 +18,11 @@ pytestmark = gpu.MARKS
 @pytest.fixture(autouse=True)
 def int8_kernels_on(monkeypatch):
     monkeypatch.delenv("JAXEMU_CUDA_INT8", raising=False)  # the default: on
+    # The opt-in kernels (switches.py) too, unless JAXEMU_CUDA_OPT_IN=0: the
+    # GPU run that verifies them is this file's.
+    if __import__("os").environ.get("JAXEMU_CUDA_OPT_IN", "1") != "0":
+        monkeypatch.setenv("JAXEMU_CUDA_RESIDUES", "1")
+        monkeypatch.setenv("JAXEMU_CUDA_CRT64", "1")
 
 
 def _int8(rng, shape, lo=-128, hi=127):
@@ -86,7 +91,8 @@ def test_ozaki2_runs_on_the_int8_kernels(monkeypatch):
         jnp.ones((256, 256)), jnp.ones((256, 256))).compile().as_text()
     entry = hlo[hlo.index("\nENTRY"):]
     entry = entry[:entry.index("\n}")]
-    assert entry.count('custom_call_target="jaxemu_ozaki2_residues"') == 2, entry
+    from jaxemu.backends import switches
+    assert entry.count('custom_call_target="jaxemu_ozaki2_residues"') == (2 if switches.opt_in("residues") else 0), entry
     assert entry.count('custom_call_target="jaxemu_int8_gemm"') == 1, entry
     assert entry.count('custom_call_target="jaxemu_ozaki2_crt"') == 1, entry
 

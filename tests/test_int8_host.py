@@ -263,7 +263,10 @@ def test_crt_tables_refuse_bad_moduli(crt_check, tmp_path):
 @pytest.fixture
 def cpu_kernels(monkeypatch):
     """The FFI calls replaced by exact CPU equivalents that check the
-    kernels' input contract."""
+    kernels' input contract; the opt-in kernels (residues, float64 CRT)
+    switched on."""
+    monkeypatch.setenv("JAXEMU_CUDA_RESIDUES", "1")
+    monkeypatch.setenv("JAXEMU_CUDA_CRT64", "1")
     calls = []
 
     def int8_matmul(a, bt):
@@ -303,6 +306,25 @@ def test_glue_gives_the_xla_backends_product(cpu_kernels, m, k, n, rng):
     kp, np4 = -(-k // 16) * 16, -(-n // 4) * 4
     assert cpu_kernels == [("residues", (2, m, k), False, m), ("residues", (2, k, n), True, np4),
                            ("gemm", (nm * 2, m, kp), (nm * 2, np4, kp)), ("crt", (nm, 2, m, np4), "float32")]
+
+
+def test_glue_without_the_opt_in_kernels(cpu_kernels, monkeypatch, rng):
+    # The default while the residue kernel and the float64 CRT are opt-in
+    # (switches.py): XLA's residues (the same bytes) and, for float64, the
+    # exact limb reconstruction; the same products.
+    monkeypatch.delenv("JAXEMU_CUDA_RESIDUES")
+    monkeypatch.delenv("JAXEMU_CUDA_CRT64")
+    a = rng.standard_normal((2, 9, 70)).astype(np.float32)
+    b = rng.standard_normal((2, 70, 6)).astype(np.float32)
+    s = jaxemu.get_scheme("ozaki2_f32")
+    got = np.asarray(cuda_int8.ozaki2_finite(jnp.asarray(a), jnp.asarray(b), s))
+    np.testing.assert_array_equal(got, np.asarray(X.ozaki2_dot(jnp.asarray(a), jnp.asarray(b), s)))
+    with jax.enable_x64(True):
+        s64 = jaxemu.get_scheme("ozaki2_f64")
+        a64, b64 = jnp.asarray(a, jnp.float64), jnp.asarray(b, jnp.float64)
+        np.testing.assert_array_equal(np.asarray(cuda_int8.ozaki2_finite(a64, b64, s64)),
+                                      np.asarray(X.ozaki2_dot(a64, b64, s64)))
+    assert [c[0] for c in cpu_kernels] == ["gemm", "crt", "gemm"]
 
 
 def test_glue_cuts_long_k_into_exact_pieces(cpu_kernels, monkeypatch, rng):

@@ -6,11 +6,10 @@ products on the int8 tensor cores (jaxemu/backends/cuda_int8.py, ffi/int8/).
 from __future__ import annotations
 
 import functools
-import os
 
 import jax
 
-from . import SplitProduct, register_product
+from . import SplitProduct, register_product, switches
 from ..schemes import FloatSplit, Ozaki2
 
 
@@ -35,17 +34,13 @@ def handles(s, families=("fused", "int8")) -> bool:
     return isinstance(s, Ozaki2) and "int8" in families
 
 
-# The int8 kernels (ffi/int8/) run Ozaki II by default since
-# tests/test_cuda_int8.py passed on an H100 (2026-11-25); JAXEMU_CUDA_INT8=0
-# sends Ozaki II back to the xla backend (a switch to compare the two).
-INT8_SWITCH = "JAXEMU_CUDA_INT8"
-
-
 def families(ext) -> tuple:
     """The kernel families the cuda backend uses now: the extension's, less
-    "int8" when $JAXEMU_CUDA_INT8 is "0" (read at trace time)."""
+    "int8" when $JAXEMU_CUDA_INT8 is "0" (switches.py; read at trace time).
+    The int8 kernels (ffi/int8/) run Ozaki II by default since
+    tests/test_cuda_int8.py passed on an H100 (2026-11-25)."""
     fams = tuple(ext.supported_families())
-    if os.environ.get(INT8_SWITCH, "1") == "0":
+    if not switches.int8_enabled():
         fams = tuple(f for f in fams if f != "int8")
     return fams
 
