@@ -169,6 +169,44 @@ def test_launch_heuristic():
     assert F.launch_config(1, 1, 64, 1, f16, 132).splits == 1
 
 
+@pytest.fixture(scope="module")
+def chunk_check(tmp_path_factory):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found (CI has the CUDA toolkit: this runs there)")
+    exe = tmp_path_factory.mktemp("native") / "chunk_check"
+    src = Path(__file__).resolve().parent / "native" / "chunk_check.cu"
+    subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True, timeout=300)
+    return exe
+
+
+@pytest.mark.parametrize("k_tiles,splits,kc", [
+    (1, 1, (1,)), (5, 3, (2, 4, 1)), (17, 7, (8, 8, 1)), (16384, 8, (8, 8, 1)),  # fp16x3, k-means update
+    (16384, 32, (64, 64, 64, 8, 8, 1)), (100, 9, (3, 7, 1, 100, 5, 2, 64, 9, 1)), (3, 27, (1, 1, 1, 1, 1, 1, 1, 1, 1)),
+])
+def test_k_splits_share_the_k_tiles_equally(chunk_check, k_tiles, splits, kc):
+    # The kernel's K-loop schedule (ChunkIter, compiled for the host): every
+    # (term, K-tile) exactly once; each chunk inside one kc-aligned run of its
+    # term (the promotion interval is never exceeded); term-major order inside
+    # a split (the xla backend's order of levels); and the splits' shares of
+    # K-tiles equal to within one, whatever the promotion intervals (whole
+    # chunks per split gave one split 10x the work of the others).
+    out = subprocess.run([str(chunk_check), str(k_tiles), str(splits)] + [str(c) for c in kc],
+                         check=True, capture_output=True, text=True, timeout=60).stdout
+    chunks = np.array([[int(v) for v in line.split()] for line in out.splitlines()]).reshape(-1, 4)
+    seen = np.zeros((len(kc), k_tiles), int)
+    work = np.zeros(splits, int)
+    last = {}
+    for sp, t, b, e in chunks:
+        assert 0 <= b < e <= k_tiles and b // kc[t] == (e - 1) // kc[t]
+        seen[t, b:e] += 1
+        work[sp] += e - b
+        assert (t, b) > last.get(sp, (-1, -1))
+        last[sp] = (t, e - 1)
+    assert np.all(seen == 1)
+    assert work.max() - work.min() <= 1, work
+
+
 def _kernel_twin(name, out_types):
     """A stand-in for the fused kernel's FFI call, in plain JAX on the CPU:
     the weighted sum of the slice products the term table lists, the
