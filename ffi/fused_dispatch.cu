@@ -85,15 +85,13 @@ std::string check(SliceType t, const Problem& p) {
   if (p.tile_n != 128 && p.tile_n != 192) return "tile_n must be 128 or 192";
   if (p.nterms < 1 || p.nterms > kMaxTerms) return "nterms must be in 1.." + std::to_string(kMaxTerms);
   int64_t k_tiles = (p.k + tile_k(t) - 1) / tile_k(t);
-  int64_t chunks = 0;
   for (int i = 0; i < p.nterms; ++i) {
     if (p.term_a[i] < 0 || p.term_a[i] >= p.sa || p.term_b[i] < 0 || p.term_b[i] >= p.sb)
       return "term " + std::to_string(i) + " names a slice that does not exist";
     if (p.term_exp[i] < -126 || p.term_exp[i] > 127) return "term weight exponent out of range";
     if (p.kc_tiles[i] < 1) return "promotion interval must be >= 1 tile";
-    chunks += (k_tiles + p.kc_tiles[i] - 1) / p.kc_tiles[i];
   }
-  if (p.splits < 1 || p.splits > chunks) return "splits must be in 1..(number of chunks)";
+  if (p.splits < 1 || p.splits > k_tiles) return "splits must be in 1..(number of K-tiles)";
   if (!aligned16(p.a) || !aligned16(p.b) || !aligned16(p.c)) return "operand pointers must be 16-byte aligned";
   if (p.nonfinite == nullptr) return "no nonfinite flag";
   if ((p.row_exp == nullptr) != (p.col_exp == nullptr)) return "row and column exponents come together";

@@ -45,45 +45,46 @@ struct TileScheduler {
   }
 };
 
-// The K-loop of one work item. The K-tiles of all terms, term after term, form
-// one sequence of nterms * k_tiles steps, and split `split` of `splits` takes
-// an equal contiguous share of it (within one step): the splits do equal work
-// whatever the terms' promotion intervals. (Dividing whole chunks instead gave
-// the split holding the long-interval terms up to 10x the K-tiles of the
-// others: the k-means update, 1024 x 2^20 x 256, ran 15.4 ms instead of ~5 on
-// an H100.) Within a term, chunks are the kc_tiles[t]-aligned runs of K-tiles;
-// a chunk that a split boundary cuts is promoted in two parts (an extra
-// round-to-nearest add, never a longer run in the tensor cores).
+// The K-loop of one work item. Split `split` of `splits` takes an equal
+// contiguous range of the K-tiles, [kb, ke), for every term, term after term
+// (the xla backend's order of levels): the splits do equal work whatever the
+// terms' promotion intervals, and each split's FP32 total sums 1/splits of
+// every term. (Dividing the term-major list of whole chunks instead gave the
+// split holding the long-interval terms ~10x the K-tiles of the others: the
+// k-means update, 1024 x 2^20 x 256 in fp16x3, ran its GEMM in 15.4 ms on an
+// H100.) Within a term, chunks are the kc_tiles[t]-aligned runs of K-tiles
+// (aligned from K = 0, so that the promotion points do not depend on the
+// split count) clipped to [kb, ke).
 struct ChunkIter {
   const Problem* p;
-  int k_tiles;
-  int64_t pos, end;       // position in the term-major K-tile sequence, end of this split's share
+  int kb, ke;             // this split's K-tiles
   int term;               // current chunk: term and K-tiles
   int kt_begin, kt_end;
 
-  JAXEMU_SCHED_FN ChunkIter(const Problem& prob, int k_tiles_, int split) : p(&prob), k_tiles(k_tiles_) {
-    const int64_t total = int64_t(p->nterms) * k_tiles;
-    pos = total * split / p->splits;
-    end = total * (split + 1) / p->splits;
-    if (!done()) set_range();
+  JAXEMU_SCHED_FN ChunkIter(const Problem& prob, int k_tiles, int split) : p(&prob) {
+    kb = int(int64_t(k_tiles) * split / p->splits);
+    ke = int(int64_t(k_tiles) * (split + 1) / p->splits);
+    term = kb < ke ? 0 : p->nterms;
+    kt_begin = kb;
+    if (!done()) set_end();
   }
 
-  JAXEMU_SCHED_FN bool done() const { return pos >= end; }
+  JAXEMU_SCHED_FN bool done() const { return term >= p->nterms; }
 
   JAXEMU_SCHED_FN void next() {
-    pos += kt_end - kt_begin;
-    if (!done()) set_range();
+    kt_begin = kt_end;
+    if (kt_begin == ke) {
+      kt_begin = kb;
+      ++term;
+    }
+    if (!done()) set_end();
   }
 
  private:
-  JAXEMU_SCHED_FN void set_range() {
-    term = int(pos / k_tiles);
-    kt_begin = int(pos - int64_t(term) * k_tiles);
+  JAXEMU_SCHED_FN void set_end() {
     const int kc = p->kc_tiles[term];
-    int e = (kt_begin / kc + 1) * kc;  // end of the aligned chunk
-    if (e > k_tiles) e = k_tiles;
-    if (int64_t(e - kt_begin) > end - pos) e = kt_begin + int(end - pos);
-    kt_end = e;
+    const int e = (kt_begin / kc + 1) * kc;  // end of the aligned chunk
+    kt_end = e < ke ? e : ke;
   }
 };
 

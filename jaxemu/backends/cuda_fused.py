@@ -101,7 +101,8 @@ def launch_config(m: int, n: int, k: int, batch: int, s: FloatSplit, sm_count: i
     Tile width: 128 for short K (see SHORT_K_STEPS), else the one with the
     least padded work per unit of speed.
     Splits: only when the output tiles cannot fill the GPU; then the count
-    that best fills whole waves, each split keeping >= 4 chunks of work.
+    that best fills whole waves, each split keeping >= 4 K-tiles of every term
+    (the kernel gives each split an equal K range: ffi/fused/scheduler.cuh).
     """
     if k * len(s.products) < SHORT_K_STEPS:
         tile_n = 128
@@ -110,11 +111,9 @@ def launch_config(m: int, n: int, k: int, batch: int, s: FloatSplit, sm_count: i
     work = -(-m // TILE_M) * -(-n // tile_n) * batch
     if work >= sm_count:
         return LaunchConfig(tile_n, 1)
-    t = terms_of(s, k)
     k_tiles = max(1, -(-k // tile_k(s.fmt)))
-    chunks = sum(-(-k_tiles // c) for c in t.kc_tiles)
     best, best_cost = 1, 1.0
-    for sp in range(2, min(MAX_SPLITS, chunks // 4) + 1):
+    for sp in range(2, min(MAX_SPLITS, k_tiles // 4) + 1):
         cost = math.ceil(work * sp / sm_count) / sp  # waves per unit of work, relative
         if cost < best_cost * 0.95:
             best, best_cost = sp, cost
