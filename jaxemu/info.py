@@ -21,7 +21,7 @@ class Info:
     default_platform: str
     backend_per_scheme: Dict[str, str]
     auto_cost_model: str
-    opt_in_kernels: Dict[str, str] = dataclasses.field(default_factory=dict)
+    kernel_switches: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     def __str__(self) -> str:
         lines = [f"jaxemu {self.version} on jax {self.jax_version}",
@@ -31,9 +31,9 @@ class Info:
                  "backend per scheme (backend='default'):"]
         lines += [f"  {k:15s} {v}" for k, v in self.backend_per_scheme.items()]
         lines.append(f"auto's cost model here: {self.auto_cost_model}")
-        if self.opt_in_kernels:
-            lines.append("opt-in kernels (not yet verified on a GPU; jaxemu/backends/switches.py): "
-                         + ", ".join(f"{k} {v}" for k, v in self.opt_in_kernels.items()))
+        if self.kernel_switches:
+            lines.append("cuda kernels (jaxemu/backends/switches.py): "
+                         + ", ".join(f"{k} {v}" for k, v in self.kernel_switches.items()))
         return "\n".join(lines)
 
 
@@ -44,9 +44,9 @@ def info() -> Info:
     devs = tuple(f"{d.device_kind} ({d.platform})" for d in jax.devices())
     note = "" if cuda.built() else (cuda.IMPORT_ERROR or "")
     model = costs.model_for(jax.devices()[0].device_kind, backends.backend_for("auto", platform))
-    opt_in = {k: f"{'on' if switches.opt_in(k) else 'off'} ({var}=1 turns it on)"
-              for k, var in switches.opt_in_switches().items()} if cuda.built() else {}
+    kernels = {k: f"on ({var}=0 turns it off)" if on else f"off ({var}=0)"
+               for k, (var, on) in switches.switches().items()} if cuda.built() else {}
     return Info(__version__, jax.__version__, cuda.built(), note, devs, platform,
                 {s: backends.backend_for(s, platform) for s in schemes()},
                 model.source if model else "none (thresholds and slice counts; `python -m jaxemu calibrate` measures one)",
-                opt_in)
+                kernels)

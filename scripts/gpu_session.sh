@@ -33,19 +33,18 @@ if [[ " $STEPS " == *" bench "* ]]; then
     --plot "$OUT/pareto.png" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -60
 fi
 if [[ " $STEPS " == *" int8 "* ]]; then
-  # The int8 kernels: exactness tests (the opt-in residue kernel and float64
-  # CRT on, test_cuda_int8.py's fixture), then the rates and ozaki2_f32 vs
-  # SGEMM with them on.
+  # The int8 kernels: exactness tests (residue kernel and float64 CRT on, the
+  # defaults), then the rates and ozaki2_f32 vs SGEMM.
   JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q tests/test_cuda_int8.py \
     2>&1 | tee "$OUT/test_cuda_int8.log" | tail -25
-  JAXEMU_CUDA_RESIDUES=1 JAXEMU_CUDA_CRT64=1 JAX_PLATFORMS=cuda,cpu timeout "${BENCH_TIMEOUT:-300}" python3 scripts/int8_bench.py \
+  JAX_PLATFORMS=cuda,cpu timeout "${BENCH_TIMEOUT:-300}" python3 scripts/int8_bench.py \
     --json "$OUT/int8_bench.json" ${INT8_ARGS:-} 2>&1 | tee "$OUT/int8_bench.log" | tail -30
 fi
 if [[ " $STEPS " == *" split "* ]]; then
-  # The opt-in split kernel (jaxemu/backends/switches.py): the GPU tests with
-  # it on (its bit-for-bit test against XLA's split among them), then the
-  # application shapes with XLA's split and with the kernel.
-  JAXEMU_CUDA_SPLIT=1 JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q tests/test_cuda.py \
+  # The split kernel (jaxemu/backends/switches.py): the GPU tests (its
+  # bit-for-bit test against XLA's split among them), then the application
+  # shapes with XLA's split (JAXEMU_CUDA_SPLIT=0) and with the kernel.
+  JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q tests/test_cuda.py \
     2>&1 | tee "$OUT/test_split.log" | tail -15
   for sp in 0 1; do
     JAXEMU_CUDA_SPLIT=$sp JAX_PLATFORMS=cuda,cpu timeout "${BENCH_TIMEOUT:-300}" python3 -m jaxemu.bench \

@@ -28,10 +28,10 @@ def test_float_schemes_run_on_the_cuda_backend(monkeypatch):
     assert cuda.supports(jaxemu.get_scheme("bf16x6"))
     for n in FLOAT + ["auto"]:
         assert backend_for(n, "cuda") == "cuda"
-    # ozaki2_f32: the int8 kernels, opt-in for now (test_cuda_int8.py)
+    # ozaki2_f32: the int8 kernels (test_cuda_int8.py)
     for n in ["bf16", "fp16", "tf32", "int8_l4"]:  # natives: cuBLAS through XLA; MixPert int8: no kernel yet
         assert backend_for(n, "cuda") == "xla"
-    monkeypatch.setenv("JAXEMU_CUDA_SPLIT", "1")  # the opt-in split kernel (switches.py)
+    monkeypatch.delenv("JAXEMU_CUDA_SPLIT", raising=False)  # the split kernel: the default (switches.py)
     hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6")).lower(
         jnp.ones((256, 256)), jnp.ones((256, 256))).compile().as_text()
     # One kernel launch per emulated product: one in the entry computation (the

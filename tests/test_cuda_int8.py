@@ -17,12 +17,9 @@ pytestmark = gpu.MARKS
 
 @pytest.fixture(autouse=True)
 def int8_kernels_on(monkeypatch):
-    monkeypatch.delenv("JAXEMU_CUDA_INT8", raising=False)  # the default: on
-    # The opt-in kernels (switches.py) too, unless JAXEMU_CUDA_OPT_IN=0: the
-    # GPU run that verifies them is this file's.
-    if __import__("os").environ.get("JAXEMU_CUDA_OPT_IN", "1") != "0":
-        monkeypatch.setenv("JAXEMU_CUDA_RESIDUES", "1")
-        monkeypatch.setenv("JAXEMU_CUDA_CRT64", "1")
+    # The defaults: every int8 kernel on (switches.py).
+    for var in ("JAXEMU_CUDA_INT8", "JAXEMU_CUDA_RESIDUES", "JAXEMU_CUDA_CRT64"):
+        monkeypatch.delenv(var, raising=False)
 
 
 def _int8(rng, shape, lo=-128, hi=127):
@@ -92,7 +89,7 @@ def test_ozaki2_runs_on_the_int8_kernels(monkeypatch):
     entry = hlo[hlo.index("\nENTRY"):]
     entry = entry[:entry.index("\n}")]
     from jaxemu.backends import switches
-    assert entry.count('custom_call_target="jaxemu_ozaki2_residues"') == (2 if switches.opt_in("residues") else 0), entry
+    assert entry.count('custom_call_target="jaxemu_ozaki2_residues"') == (2 if switches.enabled("residues") else 0), entry
     assert entry.count('custom_call_target="jaxemu_int8_gemm"') == 1, entry
     assert entry.count('custom_call_target="jaxemu_ozaki2_crt"') == 1, entry
 

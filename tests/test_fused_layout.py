@@ -264,7 +264,7 @@ def test_auto_hybrids_split_once_on_the_fused_path(criterion, monkeypatch):
     from jaxemu import auto
     from jaxemu.backends import cuda_lowering
     monkeypatch.setattr(jax.ffi, "ffi_call", _kernel_twin)
-    # One criterion with XLA's split (the default), one with the opt-in split kernel's call.
+    # One criterion with the split kernel's call (the default), one with XLA's split.
     monkeypatch.setenv("JAXEMU_CUDA_SPLIT", "1" if criterion == "normwise" else "0")
     s = AUTO.replace(criterion=criterion)
 

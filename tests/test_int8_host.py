@@ -263,10 +263,9 @@ def test_crt_tables_refuse_bad_moduli(crt_check, tmp_path):
 @pytest.fixture
 def cpu_kernels(monkeypatch):
     """The FFI calls replaced by exact CPU equivalents that check the
-    kernels' input contract; the opt-in kernels (residues, float64 CRT)
-    switched on."""
-    monkeypatch.setenv("JAXEMU_CUDA_RESIDUES", "1")
-    monkeypatch.setenv("JAXEMU_CUDA_CRT64", "1")
+    kernels' input contract; every kernel switched on (the default)."""
+    monkeypatch.delenv("JAXEMU_CUDA_RESIDUES", raising=False)
+    monkeypatch.delenv("JAXEMU_CUDA_CRT64", raising=False)
     calls = []
 
     def int8_matmul(a, bt):
@@ -308,12 +307,12 @@ def test_glue_gives_the_xla_backends_product(cpu_kernels, m, k, n, rng):
                            ("gemm", (nm * 2, m, kp), (nm * 2, np4, kp)), ("crt", (nm, 2, m, np4), "float32")]
 
 
-def test_glue_without_the_opt_in_kernels(cpu_kernels, monkeypatch, rng):
-    # The default while the residue kernel and the float64 CRT are opt-in
-    # (switches.py): XLA's residues (the same bytes) and, for float64, the
-    # exact limb reconstruction; the same products.
-    monkeypatch.delenv("JAXEMU_CUDA_RESIDUES")
-    monkeypatch.delenv("JAXEMU_CUDA_CRT64")
+def test_glue_with_the_kernels_switched_off(cpu_kernels, monkeypatch, rng):
+    # The residue kernel and the float64 CRT switched off (switches.py): XLA's
+    # residues (the same bytes) and, for float64, the exact limb
+    # reconstruction; the same products.
+    monkeypatch.setenv("JAXEMU_CUDA_RESIDUES", "0")
+    monkeypatch.setenv("JAXEMU_CUDA_CRT64", "0")
     a = rng.standard_normal((2, 9, 70)).astype(np.float32)
     b = rng.standard_normal((2, 70, 6)).astype(np.float32)
     s = jaxemu.get_scheme("ozaki2_f32")

@@ -1,12 +1,11 @@
 """The cuda backend's fused path: one kernel launch per emulated product.
 
-XLA splits each operand in one elementwise fusion that reads it once (the
+The split kernel (ffi/fused/split.cuh) writes each operand's slices (the
 slices of each 128-byte K-tile of a row side by side, in the slice dtype, K
-zero-padded to whole tiles: ffi/fused/params.h), B transposed by XLA first;
-or, with JAXEMU_CUDA_SPLIT=1 (opt-in until a GPU run verifies it:
-switches.py), the split kernel (ffi/fused/split.cuh) writes the same slices
-reading each operand once, B transposed on the way through shared memory,
-XLA only reducing each row to fp16's scaling exponent; one FFI call
+zero-padded to whole tiles: ffi/fused/params.h) reading it once, B
+transposed on the way through shared memory, XLA only reducing each row to
+fp16's scaling exponent (with JAXEMU_CUDA_SPLIT=0, switches.py: XLA's split
+fusions write the same slices, B transposed by XLA first); one FFI call
 (ffi/fused/: warp-specialized TMA + wgmma kernel) computes every slice
 product of every magnitude level, promotes partial sums into FP32 every kc
 K-steps per term, weights each term by its exact power of two, undoes the
@@ -133,9 +132,9 @@ _SLICE_TYPE = {"bf16": 0, "fp16": 1, "tf32": 2}  # ffi/module.cc: FusedSplitImpl
 
 
 def split_kernel_enabled() -> bool:
-    """Whether the split kernel splits the operands: opt-in until a GPU run
-    verifies it (JAXEMU_CUDA_SPLIT=1, switches.py); else XLA splits them."""
-    return switches.opt_in("split")
+    """Whether the split kernel splits the operands (the default), or XLA
+    (JAXEMU_CUDA_SPLIT=0, switches.py)."""
+    return switches.enabled("split")
 
 
 def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False):
@@ -158,8 +157,8 @@ def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False):
 
 def _slices(x, s: FloatSplit, kp: int, transposed: bool = False):
     """The slices and row exponents of x (L, rows, K) (or, ``transposed``,
-    (L, K, rows)) as the kernel reads them: XLA's (``slices_xla``), or the
-    split kernel's with JAXEMU_CUDA_SPLIT=1."""
+    (L, K, rows)) as the kernel reads them: the split kernel's (the default)
+    or, with JAXEMU_CUDA_SPLIT=0, XLA's."""
     if split_kernel_enabled():
         return slices_kernel(x, s, kp, transposed)
     return slices_xla(jnp.swapaxes(x, 1, 2) if transposed else x, s, kp)

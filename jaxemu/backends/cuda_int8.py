@@ -2,18 +2,17 @@
 int8 tensor cores.
 
 XLA finds each row's (A) and column's (B) scaling exponent (one reduction
-per operand) and takes the int8 residues of the scaled integers for every
-modulus, B's transposed (K contiguous: int8 wgmma reads only K-major
-operands), both zero-padded to the GEMM's alignment -- or, with
-JAXEMU_CUDA_RESIDUES=1 (opt-in until a GPU run verifies it: switches.py),
-the residue kernel (ffi/int8/residues.cuh) writes the same bytes reading each
-operand once; one FFI call (ffi/int8/: CUTLASS sm90 warp-specialized int8
+per operand); the residue kernel (ffi/int8/residues.cuh) writes the int8
+residues of the scaled integers for every modulus reading each operand once,
+B's transposed (K contiguous: int8 wgmma reads only K-major operands), both
+zero-padded to the GEMM's alignment (JAXEMU_CUDA_RESIDUES=0, switches.py:
+XLA's fusions write the same bytes); one FFI call (ffi/int8/: CUTLASS sm90 warp-specialized int8
 GEMM) computes the residue products of every modulus and batch entry, exact
 in int32; one more FFI call (the CRT kernel) reduces them, forms the
 mixed-radix digits and writes C once, from the digits' double sum rounded
-once for float32; for float64 (ozaki2_f64) with JAXEMU_CUDA_CRT64=1 from
-the exact integer in 192-bit arithmetic, rounded once, else through the xla
-backend's exact limb arithmetic, as for more than MAX_CRT_MODULI moduli.
+once for float32; for float64 (ozaki2_f64) from the exact integer in 192-bit
+arithmetic, rounded once (JAXEMU_CUDA_CRT64=0, and beyond MAX_CRT_MODULI
+moduli: the xla backend's exact limb arithmetic).
 
 The special-value and overflow rules are the xla backend's canonical_dot,
 with this module's product on the finite operands.
@@ -111,8 +110,8 @@ def operand_residues(x, e, moduli, transposed: bool, rows_out: int):
 
 def operand_residues_xla(x, e, moduli, transposed: bool, rows_out: int):
     """operand_residues in plain JAX (the xla backend's integers and
-    residues, transposed and padded the same way): the path while the kernel
-    is opt-in, and its twin in the CPU tests."""
+    residues, transposed and padded the same way): the path with
+    JAXEMU_CUDA_RESIDUES=0, and the kernel's twin in the CPU tests."""
     xi = jnp.round(_ozaki2.ldexp(x, e[:, None, :] if transposed else e[:, :, None]))
     xi = xi.astype(jnp.int64 if x.dtype == jnp.float64 else jnp.int32)
     if transposed:
@@ -132,8 +131,8 @@ def residues(a, b, s: Ozaki2):
     16-byte rows of int32 C (zero columns), ea (B, M, 1), eb (B, 1, N),
     value_bits)."""
     moduli, ea, eb, value_bits = _ozaki2.exponents(a, b, s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype], s.scaling)
-    # The residue kernel is opt-in until a GPU run verifies it (switches.py).
-    res = operand_residues if switches.opt_in("residues") else operand_residues_xla
+    # The residue kernel, or XLA's fusions (the same bytes): switches.py.
+    res = operand_residues if switches.enabled("residues") else operand_residues_xla
     ra = res(a, ea[:, :, 0], moduli, False, a.shape[1])
     rbt = res(b, eb[:, 0, :], moduli, True, -(-b.shape[2] // ALIGN_N) * ALIGN_N)
     return moduli, ra, rbt, ea, eb, value_bits
@@ -149,8 +148,8 @@ def ozaki2_finite(a, b, s: Ozaki2):
     moduli, ra, rbt, ea, eb, value_bits = residues(a, b, s)
     nm = len(moduli)
     p = residue_products(ra, rbt, moduli)  # (n, B, M, Np)
-    # float64 output is opt-in until a GPU run verifies it (switches.py).
-    if nm <= MAX_CRT_MODULI and (s.dtype == "float32" or switches.opt_in("crt64")):
+    # float64 through the CRT kernel unless switched off (switches.py).
+    if nm <= MAX_CRT_MODULI and (s.dtype == "float32" or switches.enabled("crt64")):
         c = crt(p, ea[:, :, 0], pad_axis(eb[:, 0, :], 1, ALIGN_N), moduli, a.dtype)
         return c[:, :, :n]
     mods = jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1)
