@@ -21,7 +21,11 @@ rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('
 by = collections.OrderedDict()
 for r in rows:
     by.setdefault((r["ID"], r["Kernel Name"][:60]), {})[r["Metric Name"]] = r["Metric Value"]
-num = lambda d, k: float(d.get(k, "0").replace(",", "") or 0)
+def num(d, k):
+    try:
+        return float(d.get(k, "0").replace(",", ""))
+    except ValueError:  # "n/a"
+        return float("nan")
 for (i, name), d in by.items():
     t = num(d, "gpu__time_duration.sum") / 1e6
     if sys.argv[2] == "short":
