@@ -8,6 +8,7 @@
 #   scripts/sanitize_kernels.sh                        # build, then all tools
 #   TOOLS=memcheck FAMILY=int8 scripts/sanitize_kernels.sh
 #   OUT=dir JOBS=16 scripts/sanitize_kernels.sh
+#   TOOLS=initcheck FAMILY=int8 CASES="--start 0 --count 8" scripts/sanitize_kernels.sh  # a slice of the cases
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-sanitize-kernels}"
@@ -24,6 +25,8 @@ cmake --build "$BUILD" --target jaxemu_kernel_check -j "${JOBS:-16}" > "$OUT/bui
 exe="$BUILD/ffi/jaxemu_kernel_check"
 fam=()
 [ -n "${FAMILY:-}" ] && fam=(--family "$FAMILY")
+# shellcheck disable=SC2206
+[ -n "${CASES:-}" ] && fam+=(${CASES})
 
 # Without a sanitizer first: the results themselves.
 "$exe" "${fam[@]}" > "$OUT/plain.log" 2>&1
