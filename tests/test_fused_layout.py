@@ -161,6 +161,12 @@ def test_launch_heuristic():
     assert F.launch_config(1 << 20, 1024, 256, 1, f16, 132).tile_n == 128
     # N = 1024 with long K: 192 would pad N by 12.5 %, 128 fits
     assert F.launch_config(8192, 1024, 8192, 1, f16, 132).tile_n == 128
+    # 2048^3 in 9 products: 192-wide is 176 tiles, 2 waves on 132 SMs with the
+    # second a third full; 128-wide is 256 tiles, 2 nearly full waves
+    b9 = jaxemu.get_scheme("bf16x9")
+    assert F.launch_config(2048, 2048, 2048, 1, b9, 132).tile_n == 128
+    # on many tiles the last wave hardly matters: 192 wherever it pads little
+    assert F.launch_config(16384, 16384, 16384, 1, f16, 132).tile_n == 192
     # a small output with a long K splits K to fill the GPU, and never into
     # more pieces than there is work
     cfg = F.launch_config(1024, 256, 1 << 20, 1, f16, 132)

@@ -97,8 +97,12 @@ class LaunchConfig(NamedTuple):
 def launch_config(m: int, n: int, k: int, batch: int, s: FloatSplit, sm_count: int) -> LaunchConfig:
     """Tile width and K-splits for one product (a small heuristic, no search).
 
-    Tile width: 128 for short K (see SHORT_K_STEPS), else the one with the
-    least padded work per unit of speed.
+    Tile width: 128 for short K (see SHORT_K_STEPS), else the one whose
+    persistent grid finishes first: ceil(tiles / SMs) tiles on the busiest
+    SM, each costing its width over its speed. (Padded work alone ignores the
+    last, partly idle wave: at 2048^3 the 192-wide tiles are 176 tiles = 2
+    waves on 132 SMs, the last a third full, the 128-wide ones 256 = 2 full
+    waves; for many tiles the two rules agree.)
     Splits: only when the output tiles cannot fill the GPU; then the count
     that best fills whole waves, each split keeping >= 4 K-tiles of every term
     (the kernel gives each split an equal K range: ffi/fused/scheduler.cuh).
@@ -106,7 +110,10 @@ def launch_config(m: int, n: int, k: int, batch: int, s: FloatSplit, sm_count: i
     if k * len(s.products) < SHORT_K_STEPS:
         tile_n = 128
     else:
-        tile_n = min(TILE_NS, key=lambda tn: (-(-n // tn) * tn / _TILE_N_SPEED[tn], -tn))
+        def finish(tn):  # (time of the busiest SM, wider first on ties)
+            tiles = -(-m // TILE_M) * -(-n // tn) * batch
+            return -(-tiles // sm_count) * tn / _TILE_N_SPEED[tn], -tn
+        tile_n = min(TILE_NS, key=finish)
     work = -(-m // TILE_M) * -(-n // tile_n) * batch
     if work >= sm_count:
         return LaunchConfig(tile_n, 1)
