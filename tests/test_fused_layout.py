@@ -40,15 +40,20 @@ def test_slices_are_the_xla_backends_slices_tile_by_tile(name, rng):
         assert e is None
 
 
-@pytest.fixture(scope="module")
-def split_check(tmp_path_factory):
+def _host_program(tmp_path_factory, name):
+    """tests/native/<name>.cu compiled for the host with nvcc (skips without it)."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found (CI has the CUDA toolkit: this runs there)")
-    exe = tmp_path_factory.mktemp("native") / "split_check"
-    src = Path(__file__).resolve().parent / "native" / "split_check.cu"
+    exe = tmp_path_factory.mktemp("native") / name
+    src = Path(__file__).resolve().parent / "native" / f"{name}.cu"
     subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True, timeout=300)
     return exe
+
+
+@pytest.fixture(scope="module")
+def split_check(tmp_path_factory):
+    return _host_program(tmp_path_factory, "split_check")
 
 
 def run_split(exe, tmp_path, x, e, s, kp, transposed):
@@ -177,13 +182,7 @@ def test_launch_heuristic():
 
 @pytest.fixture(scope="module")
 def chunk_check(tmp_path_factory):
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not found (CI has the CUDA toolkit: this runs there)")
-    exe = tmp_path_factory.mktemp("native") / "chunk_check"
-    src = Path(__file__).resolve().parent / "native" / "chunk_check.cu"
-    subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True, timeout=300)
-    return exe
+    return _host_program(tmp_path_factory, "chunk_check")
 
 
 @pytest.mark.parametrize("k_tiles,splits,kc", [
