@@ -88,8 +88,7 @@ def test_ozaki2_runs_on_the_int8_kernels(monkeypatch):
         jnp.ones((256, 256)), jnp.ones((256, 256))).compile().as_text()
     entry = hlo[hlo.index("\nENTRY"):]
     entry = entry[:entry.index("\n}")]
-    from jaxemu.backends import switches
-    assert entry.count('custom_call_target="jaxemu_ozaki2_residues"') == (2 if switches.enabled("residues") else 0), entry
+    assert entry.count('custom_call_target="jaxemu_ozaki2_residues"') == 2, entry  # the fixture's defaults
     assert entry.count('custom_call_target="jaxemu_int8_gemm"') == 1, entry
     assert entry.count('custom_call_target="jaxemu_ozaki2_crt"') == 1, entry
 

@@ -107,14 +107,14 @@ def launch_config(m: int, n: int, k: int, batch: int, s: FloatSplit, sm_count: i
     that best fills whole waves, each split keeping >= 4 K-tiles of every term
     (the kernel gives each split an equal K range: ffi/fused/scheduler.cuh).
     """
+    def tiles(tn):
+        return -(-m // TILE_M) * -(-n // tn) * batch
+
     if k * len(s.products) < SHORT_K_STEPS:
         tile_n = 128
     else:
-        def finish(tn):  # (time of the busiest SM, wider first on ties)
-            tiles = -(-m // TILE_M) * -(-n // tn) * batch
-            return -(-tiles // sm_count) * tn / _TILE_N_SPEED[tn], -tn
-        tile_n = min(TILE_NS, key=finish)
-    work = -(-m // TILE_M) * -(-n // tile_n) * batch
+        tile_n = min(TILE_NS, key=lambda tn: (-(-tiles(tn) // sm_count) * tn / _TILE_N_SPEED[tn], -tn))
+    work = tiles(tile_n)
     if work >= sm_count:
         return LaunchConfig(tile_n, 1)
     k_tiles = max(1, -(-k // tile_k(s.fmt)))
@@ -136,12 +136,6 @@ def sm_count() -> int:
 
 
 _SLICE_TYPE = {"bf16": 0, "fp16": 1, "tf32": 2}  # ffi/module.cc: FusedSplitImpl
-
-
-def split_kernel_enabled() -> bool:
-    """Whether the split kernel splits the operands (the default), or XLA
-    (JAXEMU_CUDA_SPLIT=0, switches.py)."""
-    return switches.enabled("split")
 
 
 def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False):
@@ -166,7 +160,7 @@ def _slices(x, s: FloatSplit, kp: int, transposed: bool = False):
     """The slices and row exponents of x (L, rows, K) (or, ``transposed``,
     (L, K, rows)) as the kernel reads them: the split kernel's (the default)
     or, with JAXEMU_CUDA_SPLIT=0, XLA's."""
-    if split_kernel_enabled():
+    if switches.enabled("split"):
         return slices_kernel(x, s, kp, transposed)
     return slices_xla(jnp.swapaxes(x, 1, 2) if transposed else x, s, kp)
 

@@ -40,7 +40,7 @@ def families(ext) -> tuple:
     The int8 kernels (ffi/int8/) run Ozaki II by default since
     tests/test_cuda_int8.py passed on an H100 (2026-11-25)."""
     fams = tuple(ext.supported_families())
-    if not switches.int8_enabled():
+    if not switches.enabled("int8"):
         fams = tuple(f for f in fams if f != "int8")
     return fams
 

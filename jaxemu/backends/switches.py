@@ -29,11 +29,6 @@ def enabled(kernel: str) -> bool:
     return os.environ.get(_SWITCHES[kernel], "1") != "0"
 
 
-def int8_enabled() -> bool:
-    """Ozaki II on the int8 kernels."""
-    return enabled("int8")
-
-
 def switches() -> dict:
     """kernel -> (environment variable, on), for info()."""
     return {k: (v, enabled(k)) for k, v in _SWITCHES.items()}
