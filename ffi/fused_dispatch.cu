@@ -22,22 +22,39 @@ int k_align(SliceType t) { return tile_k(t); }
 
 static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// The block's largest abs_bits into p.amax_bits: a warp maximum, a
+// shared-memory one, one global atomic per block (the grids are at most 16
+// blocks per SM, so the atomics cost nothing next to the split).
+__device__ __forceinline__ void reduce_amax(const SplitProblem& p, uint32_t m) {
+  __shared__ uint32_t block_max;
+  if (threadIdx.x == 0) block_max = 0;
+  __syncthreads();
+  m = __reduce_max_sync(0xffffffffu, m);
+  if (threadIdx.x % 32 == 0) atomicMax(&block_max, m);
+  __syncthreads();
+  if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned*>(p.amax_bits), block_max);
+}
+
 // The split of a (batch, rows, k) operand: one thread per 4 values of a row
 // (grid-stride), split_rows_task in fused/split.cuh.
 __global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p) {
   const int64_t tasks = p.batch * p.rows * (p.k_out / 4);
+  uint32_t m = 0;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < tasks; t += int64_t(gridDim.x) * blockDim.x)
-    split_rows_task(p, t);
+    m = max(m, split_rows_task(p, t));
+  if (p.amax_bits) reduce_amax(p, m);
 }
 
 // The split of a transposed (batch, k, rows) operand (B): staged through a
 // shared-memory tile (ffi/common/tiles.cuh), 16 consecutive k of one row per
 // thread (32- or 64-byte pieces of each slice row).
 __global__ void __launch_bounds__(kTileThreads) split_transposed_kernel(const SplitProblem p) {
+  uint32_t m = 0;
   for_each_transposed_tile(p.x, p.batch, p.k, p.rows, p.k_out, p.rows,
                            [&](int64_t b, int64_t r, int64_t k0, const float* col, int64_t stride) {
-                             split_transposed_task(p, b, r, k0, col, stride, 16);
+                             m = max(m, split_transposed_task(p, b, r, k0, col, stride, 16));
                            });
+  if (p.amax_bits) reduce_amax(p, m);
 }
 
 std::string check(const SplitProblem& p) {

@@ -115,10 +115,11 @@ JAXEMU_FUSED_HANDLER(kFusedTF32, kTF32, F32)
 
 // The fused path's operand split (fused/params.h: SplitProblem): x (L, R, K),
 // or (L, K, R) with `transposed`, float32; row exponents (L, R) int32 or
-// empty -> slices (L, R, K_out / TK, S, TK) of the slice dtype.
+// empty -> slices (L, R, K_out / TK, S, TK) of the slice dtype, and the
+// bits of max |x| (1,) int32 (SplitProblem::amax_bits).
 ffi::Error FusedSplitImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer row_exp,
-                          ffi::Result<ffi::AnyBuffer> out, int64_t slice_type, int64_t lo_scale_bits,
-                          int64_t truncate, int64_t transposed) {
+                          ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> amax,
+                          int64_t slice_type, int64_t lo_scale_bits, int64_t truncate, int64_t transposed) {
   auto dx = x.dimensions(), dout = out->dimensions();
   if (slice_type < 0 || slice_type > 2) return ffi::Error::InvalidArgument("jaxemu fused split: bad slice type");
   fused::SplitProblem p;
@@ -154,8 +155,13 @@ ffi::Error FusedSplitImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer 
   }
   p.x = static_cast<const float*>(x.untyped_data());
   p.out = out->untyped_data();
+  if (amax->element_type() != ffi::DataType::S32 || amax->element_count() != 1)
+    return ffi::Error::InvalidArgument("jaxemu fused split: amax must be one int32");
+  p.amax_bits = static_cast<int32_t*>(amax->untyped_data());
   std::string why = fused::check(p);
   if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu fused split: " + why);
+  cudaError_t e = cudaMemsetAsync(p.amax_bits, 0, sizeof(int32_t), stream);
+  if (e != cudaSuccess) return ffi::Error::Internal(std::string("jaxemu fused split: memset: ") + cudaGetErrorString(e));
   why = fused::run(p, stream);
   if (!why.empty()) return ffi::Error::Internal("jaxemu fused split: " + why);
   return ffi::Error::Success();
@@ -167,6 +173,7 @@ XLA_FFI_DEFINE_HANDLER(kFusedSplit, FusedSplitImpl,
                            .Arg<ffi::AnyBuffer>()   // x: (L, R, K) or (L, K, R) float32
                            .Arg<ffi::AnyBuffer>()   // row_exp: (L, R) int32 or empty
                            .Ret<ffi::AnyBuffer>()   // slices: (L, R, K/TK, S, TK)
+                           .Ret<ffi::AnyBuffer>()   // amax: (1,) int32, bits of max |x|
                            .Attr<int64_t>("slice_type")      // 0 bf16, 1 fp16, 2 tf32
                            .Attr<int64_t>("lo_scale_bits")
                            .Attr<int64_t>("truncate")

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -241,9 +242,12 @@ def _kernel_twin(name, out_types):
     return call
 
 
-def _split_twin(out_type):
+def _split_twin(out_types):
     """A stand-in for the split kernel's FFI call: slices_xla of the catalogue
-    scheme its attributes describe, the row exponents checked against XLA's."""
+    scheme its attributes describe, the row exponents checked against XLA's,
+    and the bits of max |x|."""
+    out_type = out_types[0]
+
     def call(x, e, slice_type, lo_scale_bits, truncate, transposed):
         fmt = ("bf16", "fp16", "tf32")[slice_type]
         s = next(jaxemu.get_scheme(n) for n in FLOAT
@@ -252,7 +256,7 @@ def _split_twin(out_type):
                  and (jaxemu.get_scheme(n).split == "bitcut") == bool(truncate))
         sl, ex = F.slices_xla(jnp.swapaxes(x, 1, 2) if transposed else x, s, out_type.shape[2] * out_type.shape[4])
         assert (ex is None) == (e.size == 0) and sl.shape == out_type.shape and sl.dtype == out_type.dtype
-        return sl
+        return sl, jax.lax.bitcast_convert_type(F.abs_max(x), jnp.int32)[None]
     return call
 
 
@@ -297,3 +301,59 @@ def test_auto_hybrids_split_once_on_the_fused_path(criterion, monkeypatch):
             np.testing.assert_array_equal(np.asarray(shared(a, b)).view(np.uint32),
                                           np.asarray(alone(a, b)).view(np.uint32), err_msg=f"{rep}, {specials}")
     assert splits == ({(True, False)} if criterion == "normwise" else {(True, False), (False, True), (True, True)})
+
+
+def test_product_fits_decides_from_max_abs():
+    # The fused path skips the special-value rules exactly when both operands
+    # are finite and max|A| max|B| K < 2^100 (cuda_fused.product_fits).
+    def fits(am, bm, k):
+        return bool(F.product_fits((None, None, jnp.float32(am)), (None, None, jnp.float32(bm)), k))
+    assert fits(1.0, 1.0, 65536) and fits(2.0 ** 49, 2.0 ** 50, 1) and fits(0.0, 3e38, 4096)
+    assert not fits(2.0 ** 50, 2.0 ** 50, 1) and not fits(2.0 ** 40, 2.0 ** 40, 2 ** 20)
+    assert not fits(np.nan, 1.0, 8) and not fits(1.0, np.inf, 8) and not fits(np.inf, 0.0, 8)
+    assert not fits(3e38, 3e38, 1)  # the product overflows float32: Inf, refused
+    x = np.array([[1.0, -2.5], [np.float32(-3e38), 0.0]], np.float32)
+    assert float(F.abs_max(jnp.asarray(x))) == np.float32(3e38)
+    x[0, 0] = -np.inf
+    assert np.isposinf(float(F.abs_max(jnp.asarray(x))))
+    x[1, 1] = np.nan
+    assert np.isnan(float(F.abs_max(jnp.asarray(x))))
+
+
+@pytest.mark.parametrize("split_kernel", ["1", "0"])
+def test_fused_product_special_values(split_kernel, monkeypatch, rng):
+    """fused_product with the kernels replaced by their twins on the CPU: the
+    kernel's C on ordinary data; FP32's NaN/Inf pattern, and its value where
+    the emulation overflows, on data that product_fits refuses (NaN/Inf
+    operands, values near 2^64 and beyond)."""
+    monkeypatch.setattr(jax.ffi, "ffi_call", _kernel_twin)
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT", split_kernel)
+    for name in ("bf16x6", "fp16x3"):
+        s = jaxemu.get_scheme(name)
+        f = jax.jit(lambda a, b: F.fused_product(a[None], b[None], s)[0])
+        a, b = T.sample("normal(0,1)", (33, 70), rng), T.sample("normal(0,1)", (70, 17), rng)
+        exact = a.astype(np.float64) @ b.astype(np.float64)
+        got = np.asarray(f(a, b))
+        assert np.max(np.abs(got - exact)) <= 1e-5 * np.max(np.abs(exact)), name
+        cases = []
+        a1 = a.copy(); a1[3, 5], a1[7, :] = np.inf, np.nan  # noqa: E702
+        b1 = b.copy(); b1[9, 4] = -np.inf  # noqa: E702
+        cases.append((a1, b1))
+        # Near 2^64: FP32's products are finite; (2^64 - ulp) rounds up to 2^64 in bf16.
+        top = np.float32(2.0 ** 64) * np.float32(1 - 2.0 ** -24)
+        a2, b2 = a.copy(), b.copy()
+        a2[0, :], b2[:, 0] = top, top
+        cases.append((a2, b2))
+        a3 = a.copy(); a3[2, :] = 1e30  # noqa: E702  (FP32 overflows row 2: Inf or NaN there)
+        cases.append((a3, b))
+        for x, y in cases:
+            want = np.asarray(X.canonical_dot(jnp.asarray(x)[None], jnp.asarray(y)[None],
+                                              jaxemu.get_scheme("fp32"), "cpu")[0])
+            got = np.asarray(f(x, y))
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=name)
+            np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want), err_msg=name)
+            np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want), err_msg=name)
+            fin = np.isfinite(want)
+            ref = x.astype(np.float64) @ y.astype(np.float64)
+            scale = np.abs(x.astype(np.float64)) @ np.abs(y.astype(np.float64))
+            assert np.all(np.abs(got[fin] - ref[fin]) <= 1e-5 * scale[fin]), name

@@ -71,6 +71,10 @@ __host__ __device__ __forceinline__ float fp16_grid(float x, bool truncate) {
   return truncate ? truncate_bits(x, 10) : round_bits(x, 10);
 }
 
+// |x| as float32 bits, sign cleared: as integers these order every finite
+// value below Inf and Inf below NaN (the split's amax_bits).
+__host__ __device__ __forceinline__ uint32_t abs_bits(float x) { return bits_of(x) & 0x7FFFFFFFu; }
+
 // One slice of a residual r: rounded onto the format's grid.
 __host__ __device__ __forceinline__ float slice_of(const SplitProblem& p, float r) {
   if (p.type == SliceType::kFP16) return fp16_grid(r, p.truncate);
@@ -137,8 +141,8 @@ __host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, con
 // Not transposed: task t of batch * rows * (k_out / 4) handles the 4 values
 // k0 .. k0 + 3 of one row; adjacent tasks are adjacent in memory (a warp
 // reads 512 contiguous bytes and writes, per slice, 128 contiguous values
-// split over two tiles).
-__host__ __device__ __forceinline__ void split_rows_task(const SplitProblem& p, int64_t t) {
+// split over two tiles). Returns the largest abs_bits of the values.
+__host__ __device__ __forceinline__ uint32_t split_rows_task(const SplitProblem& p, int64_t t) {
   int64_t row_id, group, b, r;
   divmod(t, p.k_out / 4, &row_id, &group);
   divmod(row_id, p.rows, &b, &r);
@@ -159,18 +163,26 @@ __host__ __device__ __forceinline__ void split_rows_task(const SplitProblem& p, 
     }
   }
   write_slices<4>(p, v, p.exp ? p.exp[row_id] : 0, b, r, k0);
+  uint32_t m = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) m = abs_bits(v[j]) > m ? abs_bits(v[j]) : m;
+  return m;
 }
 
 // Transposed: the 16 values k0 .. k0 + 15 of output row r, read as
 // col[j * stride] for j < valid (0 beyond: padding); the device kernel
 // passes a column of its shared-memory tile (ffi/common/tiles.cuh), the host
-// test the operand itself.
-__host__ __device__ __forceinline__ void split_transposed_task(const SplitProblem& p, int64_t b, int64_t r, int64_t k0,
+// test the operand itself. Returns the largest abs_bits of the values.
+__host__ __device__ __forceinline__ uint32_t split_transposed_task(const SplitProblem& p, int64_t b, int64_t r, int64_t k0,
                                                                const float* col, int64_t stride, int valid) {
   float v[16];
 #pragma unroll
   for (int j = 0; j < 16; ++j) v[j] = j < valid ? col[j * stride] : 0.f;
   write_slices<16>(p, v, p.exp ? p.exp[b * p.rows + r] : 0, b, r, k0);
+  uint32_t m = 0;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) m = abs_bits(v[j]) > m ? abs_bits(v[j]) : m;
+  return m;
 }
 
 }  // namespace fused
