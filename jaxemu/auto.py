@@ -591,9 +591,11 @@ def _hybrids_shared(hybrids, a, b, order, inverse, which, split: SplitProduct, p
     splits = {name: split.split(a0, b0, get_scheme(name))
               for name in dict.fromkeys(["fp16x3"] + [c.scheme for c in hybrids])}
     branches = [functools.partial(_run_split, c, split=split) for c in hybrids]
-    c = branches[0](splits, order, inverse) if len(hybrids) == 1 else \
-        lax.switch(which, branches, splits, order, inverse)
-    return xla.fp32_special_values(c, a, b, a0, b0, fin_a, fin_b, platform)
+
+    def product(a0, b0):  # (of the splits of a0, b0 above)
+        return branches[0](splits, order, inverse) if len(hybrids) == 1 else \
+            lax.switch(which, branches, splits, order, inverse)
+    return xla.fp32_special_values(product, a, b, a0, b0, fin_a, fin_b, platform)
 
 
 def choice_index(candidates, test: DataTest):

@@ -13,7 +13,7 @@ fp16 row/column scaling and writes C once.
 
 Special values are decided before the GEMM, from the split: it also returns
 max |x| of each operand (NaN and Inf included). When both are finite and
-max|A| max|B| K < 2^100 (``product_fits``), no slice, product, partial sum or
+max|A| max|B| K < 2^100 (``product_fits``, xla.FITS_BOUND), no slice, product, partial sum or
 output can overflow, so the kernel's C is FP32's answer; otherwise a
 conditional runs the product through the xla backend's FP32 special-value
 rules instead (NaN and Inf exactly where the FP32 product has them;
@@ -180,17 +180,10 @@ def abs_max(x):
     return lax.bitcast_convert_type(bits, jnp.float32)
 
 
-# product_fits' bound on max|A| max|B| K: every slice is at most ~2^25 times
-# its value (lo slices scaled up by 2^lo_scale_bits <= 2^14, times two
-# operands, and a rounding), so no partial sum of the kernel reaches 2^126.
-FITS_BOUND = 2.0 ** 100
-
-
 def product_fits(a_split, b_split, k: int):
     """True (traced) when both operands are finite and the product cannot
     overflow anywhere in the kernel: then its C needs no special-value rule."""
-    am, bm = a_split[2], b_split[2]
-    return (am * bm) * np.float32(k) < FITS_BOUND  # NaN, Inf and Inf * 0 compare false
+    return xla_backend.product_fits(a_split[2], b_split[2], k)
 
 
 def slices_xla(x, s: FloatSplit, kp: int):

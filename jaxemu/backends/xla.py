@@ -516,8 +516,10 @@ def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_lev
     if a.size == 0 or b.size == 0:
         return jnp.zeros((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
     a0, b0, fin_a, fin_b = finite_parts(a, b)
-    c = finite(a0, b0, s) if finite is not None else finite_dot(a0, b0, s, platform, level_sum)
-    return fp32_special_values(c, a, b, a0, b0, fin_a, fin_b, platform)
+
+    def product(a0, b0):
+        return finite(a0, b0, s) if finite is not None else finite_dot(a0, b0, s, platform, level_sum)
+    return fp32_special_values(product, a, b, a0, b0, fin_a, fin_b, platform)
 
 
 def finite_parts(a, b):
@@ -526,23 +528,45 @@ def finite_parts(a, b):
     return jnp.where(fin_a, a, 0.0), jnp.where(fin_b, b, 0.0), fin_a, fin_b
 
 
-def fp32_special_values(c, a, b, a0, b0, fin_a, fin_b, platform: str):
-    """FP32's NaN/Inf semantics for c, an emulated product of the finite
-    parts a0, b0 of a, b (``finite_parts``): where a or b hold NaN/Inf, the
-    FP32 product's NaN/Inf pattern; where c overflowed, FP32's own value.
-    Which entries change depends only on their rows of A and columns of B,
-    so auto's hybrids apply it once to the C their products assemble."""
+# ``fp32_special_values``' bound on max|A| max|B| K: every slice of a scheme
+# is at most ~2^25 times its value (lo slices scaled up by 2^lo_scale_bits <=
+# 2^14, on two operands, and a rounding), so below it no slice, product,
+# partial sum or result of any scheme reaches 2^126: nothing overflows.
+FITS_BOUND = 2.0 ** 100
 
-    def with_specials(c):
+
+def product_fits(amax_a, amax_b, k: int):
+    """True (traced) when max|A| = amax_a and max|B| = amax_b are finite and
+    bound the product away from overflow (FITS_BOUND). NaN, Inf and Inf * 0
+    compare false."""
+    return (amax_a * amax_b) * np.float32(k) < FITS_BOUND
+
+
+def fp32_special_values(product, a, b, a0, b0, fin_a, fin_b, platform: str):
+    """``product(a0, b0)``, an emulated product of the finite parts a0, b0 of
+    a, b (``finite_parts``), with FP32's NaN/Inf semantics: where a or b hold
+    NaN/Inf, the FP32 product's NaN/Inf pattern; where the emulation
+    overflowed, FP32's own value. Which entries change depends only on their
+    rows of A and columns of B, so auto's hybrids apply it once to the C
+    their products assemble.
+
+    Decided before the product, from the operands: when they are finite and
+    ``product_fits``, the product is the answer. (Testing C afterwards cost a
+    pass over C, and a conditional that passes C through unchanged makes XLA
+    copy C.) One conditional: its predicate costs a device-to-host copy on
+    GPUs."""
+
+    def plain(a0, b0, a, b):
+        return product(a0, b0)
+
+    def with_specials(a0, b0, a, b):
         # Overflow on finite operands: a slice rounded up can overflow where
         # FP32's product does not ((2^64 - ulp)^2 with bf16 slices). Those
         # entries take FP32's own value (Inf only where FP32 overflows too).
-        c = lax.cond(jnp.all(jnp.isfinite(c)), lambda c: c,
-                     lambda c: jnp.where(jnp.isfinite(c), c, native_dot(a0, b0, get_scheme("fp32"), platform)), c)
+        c = product(a0, b0)
+        c = jnp.where(jnp.isfinite(c), c, native_dot(a0, b0, get_scheme("fp32"), platform))
         pat = _dot(special_pattern(a), special_pattern(b), lax.Precision.DEFAULT)
         return jnp.where(jnp.isfinite(pat), c, pat)
 
-    # One run-time test for the rare paths (a conditional's predicate costs a
-    # device-to-host copy on GPUs): NaN/Inf in the operands, or in the result.
-    rare = ~(jnp.all(fin_a) & jnp.all(fin_b) & jnp.all(jnp.isfinite(c)))
-    return lax.cond(rare, with_specials, lambda c: c, c)
+    fits = jnp.all(fin_a) & jnp.all(fin_b) & product_fits(jnp.max(jnp.abs(a0)), jnp.max(jnp.abs(b0)), a.shape[2])
+    return lax.cond(fits, plain, with_specials, a0, b0, a, b)
