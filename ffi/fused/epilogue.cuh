@@ -19,9 +19,49 @@
 namespace jaxemu {
 namespace fused {
 
+// x * 2^e where 2^e is no normal float: one correctly rounded ldexpf, out
+// of line (the epilogue unrolls over every accumulator; inlined, this rare
+// path made the code of each unscaling many times larger).
+static __device__ __noinline__ float ldexp_rare(float x, int e) { return ldexpf(x, e); }
+
+// x * 2^e, correctly rounded (exact unless it under/overflows).
+__device__ __forceinline__ float scale_pow2(float x, int e) {
+  if (e >= -126 && e <= 127) return x * __int_as_float((e + 127) << 23);
+  return ldexp_rare(x, e);
+}
+
 template <class T>
 struct Epilogue {
   static constexpr int TM = T::kTileM, TN = T::kTileN;
+
+  // fp16's row/column scaling undone: C[r, c] *= 2^-(row_exp[r] + col_exp[c]).
+  // Each exponent this thread needs is loaded once: its accumulator value
+  // i = v + 2 h + 4 j lies at row R + 8 h, column C + 8 j + v (v, h in
+  // {0, 1}; the SM90 wgmma FP32 accumulator of a 64 x TN warpgroup tile),
+  // so two rows and TN / 4 columns, not two loads per value (the GPU tests
+  // compare fp16x3 on wide-exponent data, where any other pairing is wrong).
+  template <class Accum, class Coords>
+  static __device__ void unscale(Problem const& p, WorkTile const& w, Accum& total, Coords const& coords) {
+    static_assert(decltype(size(total))::value == TN / 2, "one 64 x TN wgmma accumulator per thread");
+    const int64_t M = p.m, N = p.n;
+    const int64_t row0 = int64_t(w.m_blk) * TM, col0 = int64_t(w.n_blk) * TN;
+    const int32_t* __restrict__ row_exp = p.row_exp + int64_t(w.l) * M;
+    const int32_t* __restrict__ col_exp = p.col_exp + int64_t(w.l) * N;
+    int re[2];
+    CUTLASS_PRAGMA_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = row0 + get<0>(coords(2 * h));
+      re[h] = r < M ? __ldg(row_exp + r) : 0;
+    }
+    int ce[TN / 4];
+    CUTLASS_PRAGMA_UNROLL
+    for (int q = 0; q < TN / 4; ++q) {
+      const int64_t c = col0 + get<1>(coords(4 * (q / 2) + q % 2));
+      ce[q] = c < N ? __ldg(col_exp + c) : 0;
+    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < TN / 2; ++i) total(i) = scale_pow2(total(i), -(re[(i / 2) % 2] + ce[2 * (i / 4) + i % 2]));
+  }
 
   template <class Accum, class Coords>
   static __device__ void store(typename T::Params const& params, WorkTile const& w, Accum& total,
@@ -30,18 +70,7 @@ struct Epilogue {
     const int64_t M = p.m, N = p.n;
     float* __restrict__ out = p.c + (int64_t(w.split) * p.batch + w.l) * M * N;
     const int64_t row0 = int64_t(w.m_blk) * TM, col0 = int64_t(w.n_blk) * TN;
-    // First every load (the exponents), then every store: a load after a
-    // store through another pointer would wait for it (possible aliasing).
-    if (p.row_exp != nullptr) {
-      const int32_t* __restrict__ row_exp = p.row_exp + int64_t(w.l) * M;
-      const int32_t* __restrict__ col_exp = p.col_exp + int64_t(w.l) * N;
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(total); ++i) {
-        const int64_t r = row0 + get<0>(coords(i)), c = col0 + get<1>(coords(i));
-        const int e = (r < M ? __ldg(row_exp + r) : 0) + (c < N ? __ldg(col_exp + c) : 0);
-        total(i) = scale_pow2(total(i), -e);
-      }
-    }
+    if (p.row_exp != nullptr) unscale(p, w, total, coords);
     bool bad = false;
     if constexpr (T::kTmaStore) {
       if (params.tma_store) {

@@ -20,12 +20,6 @@
 namespace jaxemu {
 namespace fused {
 
-// x * 2^e as one correctly rounded operation (exact unless it under/overflows).
-__device__ __forceinline__ float scale_pow2(float x, int e) {
-  if (e >= -126 && e <= 127) return x * __int_as_float((e + 127) << 23);
-  return ldexpf(x, e);
-}
-
 template <class T>
 struct Mainloop {
   using Element = typename T::Element;
