@@ -1,6 +1,9 @@
 """FP32 special-value semantics: NaN and Inf exactly where the FP32 product has
 them; zeros, subnormals, FLT_MAX and values beyond fp16's range handled."""
+import re
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -123,3 +126,15 @@ def test_inf_times_subnormal_is_inf_under_jit(name):
     assert np.isposinf(c[0, 0]) and np.isneginf(c[0, 1]), c
     assert np.isneginf(c[1, 0]) and np.isposinf(c[1, 1]), c
     np.testing.assert_allclose(c[2], [4.0, 2.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["bf16x6", "fp16x3", "bf16x3"])
+def test_special_values_cost_no_pass_over_c(name):
+    # The special-value rules are decided from the operands before the
+    # product (xla.fp32_special_values): one conditional, and no copy of C.
+    # (Deciding from C afterwards, with a branch passing C through, made XLA
+    # copy C: on an H100, 5.6 of 19.5 ms of the kNN product, 8192 x 128 x 262144.)
+    hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=name)).lower(
+        jnp.ones((64, 96)), jnp.ones((96, 80))).compile().as_text()
+    assert hlo.count("conditional(") == 1, hlo
+    assert not re.search(r"f32\[(1,)?64,80\]\{[0-9,]*\} copy\(", hlo), hlo
