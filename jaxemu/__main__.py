@@ -58,9 +58,9 @@ def main(argv=None) -> int:
         from jaxemu import costs
         model = costs.calibrate()
         print(f"{model.device} ({model.backend} backend): {model.source}, cached in {costs.cache_path()}")
-        for name, (inv_rate, per_elem, fixed) in model.coefficients:
+        for name, (inv_rate, per_out, per_in, fixed) in model.coefficients:
             print(f"  {name:7s} {1e-9 / inv_rate if inv_rate else float('inf'):10.4g} GFLOP/s  "
-                  f"{per_elem * 1e12:8.3f} ps/element  {fixed * 1e6:8.1f} us fixed")
+                  f"{per_out * 1e12:8.3f} ps/output  {per_in * 1e12:8.3f} ps/input  {fixed * 1e6:8.1f} us fixed")
         return 0
     demo(args.n, args.k, args.law, args.seed)
     return 0

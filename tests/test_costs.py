@@ -93,8 +93,10 @@ def test_calibration_is_cached_and_used(tmp_path, monkeypatch):
 
 
 def test_the_fit_recovers_known_coefficients():
-    true = {"fp32": (1 / 50e12, 2e-12, 2e-5), "fp16x3": (1 / 160e12, 6e-12, 1.3e-4), "bf16x6": (1 / 85e12, 0.0, 1.5e-4)}
-    shapes = [(1, 1024, 1024, 1024), (1, 4096, 4096, 4096), (1, 8192, 8192, 256), (4, 2048, 2048, 2048)]
+    true = {"fp32": (1 / 50e12, 2e-12, 1e-12, 2e-5), "fp16x3": (1 / 160e12, 3e-12, 6e-12, 1.3e-4),
+            "bf16x6": (1 / 85e12, 0.0, 4e-12, 1.5e-4)}
+    shapes = [(1, 1024, 1024, 1024), (1, 4096, 4096, 4096), (1, 8192, 8192, 256), (4, 2048, 2048, 2048),
+              (1, 256, 4096, 4096)]
     points = {s: {sh: float(costs._features(sh) @ np.array(c)) for sh in shapes} for s, c in true.items()}
     model = costs.CostModel.from_points("test", "cuda", "synthetic", points)
     for s, c in model.coefficients:
