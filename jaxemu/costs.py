@@ -138,9 +138,10 @@ class CostModel:
     @classmethod
     def from_points(cls, device: str, backend: str, source: str,
                     points: Dict[str, Dict[Shape, float]]) -> "CostModel":
-        missing = [s for s in SCHEMES if s not in points or len(points[s]) < 3]
+        missing = [s for s in SCHEMES if s not in points or len(points[s]) < N_COEFFICIENTS]
         if missing:
-            raise ValueError(f"a cost model needs >= 3 timed shapes for each of {SCHEMES}; missing {missing}")
+            raise ValueError(f"a cost model needs >= {N_COEFFICIENTS} timed shapes for each of {SCHEMES}; "
+                             f"missing {missing}")
         return cls(device, backend, source, tuple((s, _fit(points[s])) for s in SCHEMES))
 
     def time(self, scheme: str, shape: Shape) -> float:
@@ -282,8 +283,9 @@ def calibrate(shapes: Optional[Sequence[Shape]] = None, *, device=None, repeats:
     device = device or jax.devices()[0]
     backend = backends.backend_for("auto", device.platform)
     shapes = list(shapes or default_shapes(device.platform))
-    if len(shapes) < 3:
-        raise ValueError(f"calibrate needs at least 3 shapes (3 coefficients per scheme), got {len(shapes)}")
+    if len(shapes) < N_COEFFICIENTS:
+        raise ValueError(f"calibrate needs at least {N_COEFFICIENTS} shapes ({N_COEFFICIENTS} coefficients per "
+                         f"scheme), got {len(shapes)}")
     points = measure_points(shapes, device, repeats)
     model = CostModel.from_points(device.device_kind, backend,
                                   f"calibrated on this machine ({len(shapes)} shapes)", points)

@@ -1,5 +1,7 @@
 """auto's per-device cost model: the shipped H200 model, calibration and its
 cache, and the decisions the model leads to."""
+import json
+
 import jax
 import numpy as np
 import pytest
@@ -112,10 +114,16 @@ def test_a_broken_cache_is_ignored_with_a_warning(tmp_path, monkeypatch):
     (tmp_path / "costs.json").write_text('{"%s": {"device": "cpu"}}' % key)  # rewritten: read again
     with pytest.warns(UserWarning, match="malformed entry"):
         assert costs.model_for("cpu", "xla") is None
+    # An entry of an older jaxemu (three coefficients per scheme) is refused too.
+    old = dict(device="cpu", backend="xla", source="calibrated",
+               coefficients={s: [1e-12, 0.0, 1e-5] for s in costs.SCHEMES})
+    (tmp_path / "costs.json").write_text(json.dumps({key: old}))
+    with pytest.warns(UserWarning, match="malformed entry"):
+        assert costs.model_for("cpu", "xla") is None
 
 
 def test_cost_model_errors():
-    with pytest.raises(ValueError, match="at least 3 shapes"):
+    with pytest.raises(ValueError, match="at least 4 shapes"):
         jaxemu.calibrate([(1, 8, 8, 8)], save=False)
     with pytest.raises(ValueError, match="knows"):
         H200.time("bf16x3", (1, 8, 8, 8))
@@ -126,7 +134,8 @@ def test_cost_model_errors():
 def test_calibrate_command(tmp_path, monkeypatch, capsys):
     from jaxemu import __main__ as cli
     monkeypatch.setenv("JAXEMU_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(costs, "default_shapes", lambda platform: [(1, 32, 32, 32), (1, 64, 64, 64), (1, 96, 96, 48)])
+    monkeypatch.setattr(costs, "default_shapes",
+                        lambda platform: [(1, 32, 32, 32), (1, 64, 64, 64), (1, 96, 96, 48), (1, 32, 32, 96)])
     assert cli.main(["calibrate"]) == 0
     out = capsys.readouterr().out
     assert "cached in" in out and all(name in out for name in costs.SCHEMES) and "GFLOP/s" in out
