@@ -11,8 +11,8 @@ export JAX_PLATFORMS=cuda,cpu XLA_FLAGS="--xla_gpu_autotune_level=0"  # no autot
 M=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
 D=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,lts__t_bytes.sum,\
 sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg.pct_of_peak_sustained_elapsed,\
-launch__grid_size,launch__registers_per_thread,smsp__warps_issue_stalled_barrier_per_warp_active.pct,\
-smsp__warps_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warps_issue_stalled_wait_per_warp_active.pct
+launch__grid_size,launch__registers_per_thread,smsp__warp_issue_stalled_barrier_per_warp_active.pct,\
+smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_wait_per_warp_active.pct
 mkdir -p $OUT/hlo
 table() {  # ncu's csv -> one line per kernel launch
   python3 - "$1" "$2" <<'PY'
@@ -36,9 +36,9 @@ for (i, name), d in by.items():
               f"{num(d, 'dram__bytes_write.sum') / 2**30:.2f} GiB  L2 {num(d, 'lts__t_bytes.sum') / 2**30:.1f} GiB "
               f"hit {num(d, 'lts__t_sector_hit_rate.pct'):.0f}%  tc {num(d, 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'):.0f}%  "
               f"SMs busy {num(d, 'sm__cycles_active.avg.pct_of_peak_sustained_elapsed'):.0f}%  grid {d.get('launch__grid_size')} "
-              f"regs {d.get('launch__registers_per_thread')}  stalls: barrier {num(d, 'smsp__warps_issue_stalled_barrier_per_warp_active.pct'):.0f}% "
-              f"long-sb {num(d, 'smsp__warps_issue_stalled_long_scoreboard_per_warp_active.pct'):.0f}% "
-              f"wait {num(d, 'smsp__warps_issue_stalled_wait_per_warp_active.pct'):.0f}%  {name}")
+              f"regs {d.get('launch__registers_per_thread')}  stalls: barrier {num(d, 'smsp__warp_issue_stalled_barrier_per_warp_active.pct'):.0f}% "
+              f"long-sb {num(d, 'smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct'):.0f}% "
+              f"wait {num(d, 'smsp__warp_issue_stalled_wait_per_warp_active.pct'):.0f}%  {name}")
 PY
 }
 for c in ${CASES:-1x1048576x256x1024:fp16x3 1x1024x1048576x256:fp16x3 1x8192x128x262144:fp16x3 1x8192x8192x8192:fp16x3}; do
