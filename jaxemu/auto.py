@@ -587,7 +587,7 @@ def _hybrids_shared(hybrids, a, b, order, inverse, which, split: SplitProduct, p
     change an entry depends on its row and column only). A hybrid's
     products are then their slice products alone, and the compiled program
     holds the splits once, not once per product of every hybrid (issue 13)."""
-    a0, b0, fin_a, fin_b = xla.finite_parts(a, b)
+    a0, b0, _, _ = xla.finite_parts(a, b)
     splits = {name: split.split(a0, b0, get_scheme(name))
               for name in dict.fromkeys(["fp16x3"] + [c.scheme for c in hybrids])}
     branches = [functools.partial(_run_split, c, split=split) for c in hybrids]
@@ -595,7 +595,7 @@ def _hybrids_shared(hybrids, a, b, order, inverse, which, split: SplitProduct, p
     def product(a0, b0):  # (of the splits of a0, b0 above)
         return branches[0](splits, order, inverse) if len(hybrids) == 1 else \
             lax.switch(which, branches, splits, order, inverse)
-    return xla.fp32_special_values(product, a, b, a0, b0, fin_a, fin_b, platform)
+    return xla.fp32_special_values(product, a, b, platform)
 
 
 def choice_index(candidates, test: DataTest):

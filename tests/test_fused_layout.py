@@ -304,10 +304,10 @@ def test_auto_hybrids_split_once_on_the_fused_path(criterion, monkeypatch):
 
 
 def test_product_fits_decides_from_max_abs():
-    # The fused path skips the special-value rules exactly when both operands
-    # are finite and max|A| max|B| K < 2^100 (cuda_fused.product_fits).
+    # The special-value rules are skipped exactly when both operands are
+    # finite and max|A| max|B| K < 2^100 (xla.product_fits).
     def fits(am, bm, k):
-        return bool(F.product_fits((None, None, jnp.float32(am)), (None, None, jnp.float32(bm)), k))
+        return bool(X.product_fits(jnp.float32(am), jnp.float32(bm), k))
     assert fits(1.0, 1.0, 65536) and fits(2.0 ** 49, 2.0 ** 50, 1) and fits(0.0, 3e38, 4096)
     assert not fits(2.0 ** 50, 2.0 ** 50, 1) and not fits(2.0 ** 40, 2.0 ** 40, 2 ** 20)
     assert not fits(np.nan, 1.0, 8) and not fits(1.0, np.inf, 8) and not fits(np.inf, 0.0, 8)

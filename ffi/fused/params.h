@@ -68,7 +68,7 @@ struct SplitProblem {
   // Or null: the largest |x| over the operand as float32 bits (sign cleared;
   // NaN's bits exceed Inf's, Inf's any finite value's), which the caller
   // zeroes first: x is all finite and bounded exactly when the bits say so
-  // (jaxemu/backends/cuda_fused.py: product_fits).
+  // (jaxemu/backends/xla.py: product_fits).
   int32_t* amax_bits = nullptr;
 };
 constexpr int kMaxSlices = 4;  // FloatSplit's limit (jaxemu/schemes.py)

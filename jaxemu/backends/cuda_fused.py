@@ -13,7 +13,7 @@ fp16 row/column scaling and writes C once.
 
 Special values are decided before the GEMM, from the split: it also returns
 max |x| of each operand (NaN and Inf included). When both are finite and
-max|A| max|B| K < 2^100 (``product_fits``, xla.FITS_BOUND), no slice, product, partial sum or
+max|A| max|B| K < 2^100 (xla.product_fits), no slice, product, partial sum or
 output can overflow, so the kernel's C is FP32's answer; otherwise a
 conditional runs the product through the xla backend's FP32 special-value
 rules instead (NaN and Inf exactly where the FP32 product has them;
@@ -180,12 +180,6 @@ def abs_max(x):
     return lax.bitcast_convert_type(bits, jnp.float32)
 
 
-def product_fits(a_split, b_split, k: int):
-    """True (traced) when both operands are finite and the product cannot
-    overflow anywhere in the kernel: then its C needs no special-value rule."""
-    return xla_backend.product_fits(a_split[2], b_split[2], k)
-
-
 def slices_xla(x, s: FloatSplit, kp: int):
     """Slices of x (L, rows, K), K contiguous, as the kernel reads them:
     (L, rows, kp / TK, S, TK) in the slice dtype (params.h), and the per-row
@@ -222,15 +216,10 @@ def split_rows(split, idx):
     return take(sl), (None if e is None else take(e)), amax
 
 
-def _emulated(a, b, s: FloatSplit):
-    """The kernel's product of (L, M, K) x (L, K, N), and whether any output
-    is NaN/Inf (a traced bool)."""
-    return split_product(*split_operands(a, b, s), s)
-
-
 def split_product(a_split, b_split, s: FloatSplit):
-    """The kernel's product of operands split by ``split_operands``, and
-    whether any output is NaN/Inf (a traced bool)."""
+    """The kernel's product of operands split by ``split_operands``. (The
+    kernel also raises a flag where an output is NaN/Inf; nothing reads it
+    since special values are decided before the GEMM.)"""
     (a_sl, ea, _), (b_sl, eb, _) = a_split, b_split
     bsz, m, kp = a_sl.shape[0], a_sl.shape[1], a_sl.shape[2] * a_sl.shape[4]
     n = b_sl.shape[1]
@@ -243,7 +232,7 @@ def split_product(a_split, b_split, s: FloatSplit):
         row = col = jnp.zeros((0,), jnp.int32)
     out_types = (jax.ShapeDtypeStruct((cfg.splits, bsz, m, n), jnp.float32),
                  jax.ShapeDtypeStruct((1,), jnp.int32))
-    parts, flag = jax.ffi.ffi_call(f"jaxemu_fused_{s.fmt}", out_types)(
+    parts, _ = jax.ffi.ffi_call(f"jaxemu_fused_{s.fmt}", out_types)(
         a_sl, b_sl, row, col,
         term_a=np.array(t.a, np.int64), term_b=np.array(t.b, np.int64),
         term_exp=np.array(t.exp, np.int64), kc_tiles=np.array(t.kc_tiles, np.int64),
@@ -251,12 +240,9 @@ def split_product(a_split, b_split, s: FloatSplit):
     c = parts[0]
     for i in range(1, cfg.splits):  # fixed order: reruns are bit-identical
         c = c + parts[i]
-    bad = flag[0] != 0
     if ea is not None and not scaled_in_kernel:
         c = xla_backend.ldexp(c, -(ea[:, :, None] + eb[:, None, :]))
-    if cfg.splits > 1:  # the sum of finite partials can still overflow
-        bad = bad | ~jnp.all(jnp.isfinite(c))
-    return c, bad
+    return c
 
 
 def fused_product(a, b, s: FloatSplit):
@@ -268,20 +254,6 @@ def fused_product(a, b, s: FloatSplit):
     if a.size == 0 or b.size == 0:
         return jnp.zeros((bsz, m, n), jnp.float32)
     a_split, b_split = split_operands(a, b, s)
-
-    def kernel_c(a_split, b_split, a, b):
-        return split_product(a_split, b_split, s)[0]
-
-    def with_specials(a_split, b_split, a, b):
-        # As the xla backend: the emulation of the finite parts, overflowed
-        # entries taking FP32's own value, and NaN/Inf inputs imposing the
-        # FP32 product's NaN/Inf pattern.
-        a0, b0 = jnp.where(jnp.isfinite(a), a, 0.0), jnp.where(jnp.isfinite(b), b, 0.0)
-        c = _emulated(a0, b0, s)[0]
-        fp32 = xla_backend.native_dot(a0, b0, get_scheme("fp32"), "cuda")
-        c = jnp.where(jnp.isfinite(c), c, fp32)
-        pat = xla_backend._dot(xla_backend.special_pattern(a), xla_backend.special_pattern(b),
-                               lax.Precision.DEFAULT)
-        return jnp.where(jnp.isfinite(pat), c, pat)
-
-    return lax.cond(product_fits(a_split, b_split, k), kernel_c, with_specials, a_split, b_split, a, b)
+    return xla_backend.fp32_special_values(
+        lambda a0, b0: split_product(*split_operands(a0, b0, s), s), a, b, "cuda",
+        fits=xla_backend.product_fits(a_split[2], b_split[2], k), plain=lambda: split_product(a_split, b_split, s))

@@ -62,8 +62,7 @@ def split_product() -> SplitProduct:
     once): the kernel's slices, gathered by rows, and its launch without the
     special-value rules."""
     from . import cuda_fused as F
-    return SplitProduct(F.split_operands, F.split_rows, F.split_rows,
-                        lambda a_split, b_split, s: F.split_product(a_split, b_split, s)[0])
+    return SplitProduct(F.split_operands, F.split_rows, F.split_rows, F.split_product)
 
 
 def register(ext) -> None:

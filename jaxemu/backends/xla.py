@@ -22,6 +22,8 @@ Numerics (DESIGN.md 2):
 """
 from __future__ import annotations
 
+import functools
+
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -515,11 +517,9 @@ def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_lev
         return native_dot(a, b, s, platform)  # the FP32 product has FP32 semantics
     if a.size == 0 or b.size == 0:
         return jnp.zeros((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
-    a0, b0, fin_a, fin_b = finite_parts(a, b)
-
     def product(a0, b0):
         return finite(a0, b0, s) if finite is not None else finite_dot(a0, b0, s, platform, level_sum)
-    return fp32_special_values(product, a, b, a0, b0, fin_a, fin_b, platform)
+    return fp32_special_values(product, a, b, platform)
 
 
 def finite_parts(a, b):
@@ -542,7 +542,7 @@ def product_fits(amax_a, amax_b, k: int):
     return (amax_a * amax_b) * np.float32(k) < FITS_BOUND
 
 
-def fp32_special_values(product, a, b, a0, b0, fin_a, fin_b, platform: str):
+def fp32_special_values(product, a, b, platform: str, fits=None, plain=None):
     """``product(a0, b0)``, an emulated product of the finite parts a0, b0 of
     a, b (``finite_parts``), with FP32's NaN/Inf semantics: where a or b hold
     NaN/Inf, the FP32 product's NaN/Inf pattern; where the emulation
@@ -554,19 +554,23 @@ def fp32_special_values(product, a, b, a0, b0, fin_a, fin_b, platform: str):
     ``product_fits``, the product is the answer. (Testing C afterwards cost a
     pass over C, and a conditional that passes C through unchanged makes XLA
     copy C.) One conditional: its predicate costs a device-to-host copy on
-    GPUs."""
+    GPUs. A caller that knows more passes ``fits`` (traced bool) and
+    ``plain`` (() -> C, run when it holds): the fused path takes max |A|,
+    |B| from its split kernel and runs the GEMM on the slices it has."""
 
-    def plain(a0, b0, a, b):
-        return product(a0, b0)
-
-    def with_specials(a0, b0, a, b):
+    def with_specials():
         # Overflow on finite operands: a slice rounded up can overflow where
         # FP32's product does not ((2^64 - ulp)^2 with bf16 slices). Those
         # entries take FP32's own value (Inf only where FP32 overflows too).
+        a0, b0, _, _ = finite_parts(a, b)
         c = product(a0, b0)
         c = jnp.where(jnp.isfinite(c), c, native_dot(a0, b0, get_scheme("fp32"), platform))
         pat = _dot(special_pattern(a), special_pattern(b), lax.Precision.DEFAULT)
         return jnp.where(jnp.isfinite(pat), c, pat)
 
-    fits = jnp.all(fin_a) & jnp.all(fin_b) & product_fits(jnp.max(jnp.abs(a0)), jnp.max(jnp.abs(b0)), a.shape[2])
-    return lax.cond(fits, plain, with_specials, a0, b0, a, b)
+    if fits is None:
+        a0, b0, fin_a, fin_b = finite_parts(a, b)
+        fits = jnp.all(fin_a) & jnp.all(fin_b) & product_fits(jnp.max(jnp.abs(a0)), jnp.max(jnp.abs(b0)),
+                                                              a.shape[2])
+        plain = functools.partial(product, a0, b0)
+    return lax.cond(fits, plain, with_specials)
