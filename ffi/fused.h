@@ -16,11 +16,11 @@ namespace fused {
 int tile_k(SliceType t);
 int k_align(SliceType t);  // == tile_k(t)
 
-// "" when the problem can run, else why not.
+// "" when the problem can run (a kernel configuration exists for its slice
+// type, slice count, term weights and tile width: fused/generate.py), else why not.
 std::string check(SliceType t, const Problem& p);
 
 // Launches on `stream` (no host synchronisation); "" or an error message.
-// The caller zeroes *p.nonfinite first.
 std::string run(SliceType t, const Problem& p, cudaStream_t stream);
 
 // The operand split (fused/params.h: SplitProblem): "" when it can run,

@@ -1,20 +1,19 @@
-// Checks and dispatch of the fused GEMM by slice type and tile width.
+// Checks and dispatch of the fused GEMM by kernel configuration (slice type,
+// slices per operand, tile width: ffi/fused/generate.py).
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "fused.h"
+#include "fused/inst/configs.inc"
 #include "fused/split.cuh"
 
 namespace jaxemu {
 namespace fused {
 
-#define JAXEMU_FUSED_DECLARE(name) \
-  std::string run_##name##_n128(const Problem&, cudaStream_t); \
-  std::string run_##name##_n192(const Problem&, cudaStream_t);
-JAXEMU_FUSED_DECLARE(bf16)
-JAXEMU_FUSED_DECLARE(fp16)
-JAXEMU_FUSED_DECLARE(tf32)
+#define JAXEMU_FUSED_DECLARE(name, type, slices, tile_n, partials) \
+  std::string run_##name(const Problem&, cudaStream_t);
+JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_DECLARE)
 #undef JAXEMU_FUSED_DECLARE
 
 int tile_k(SliceType t) { return t == SliceType::kTF32 ? 32 : 64; }
@@ -94,12 +93,26 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
   return e == cudaSuccess ? "" : std::string("split kernel launch: ") + cudaGetErrorString(e);
 }
 
+// The kernel of a configuration, or null when none was generated.
+using RunFn = std::string (*)(const Problem&, cudaStream_t);
+static RunFn kernel_for(SliceType t, int slices, int tile_n, int groups) {
+#define JAXEMU_FUSED_MATCH(name, type, s, tn, partials) \
+  if (t == SliceType::type && slices == s && tile_n == tn && groups <= partials) return run_##name;
+  JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_MATCH)
+#undef JAXEMU_FUSED_MATCH
+  return nullptr;
+}
+
+static const char* type_name(SliceType t) {
+  return t == SliceType::kBF16 ? "bf16" : t == SliceType::kFP16 ? "fp16" : "tf32";
+}
+
 std::string check(SliceType t, const Problem& p) {
   if (p.m < 1 || p.n < 1 || p.k < 1 || p.batch < 1) return "empty problem (the caller handles zero-sized dims)";
   if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX) return "dimension too large for TMA coordinates";
   if (p.sa < 1 || p.sb < 1 || p.sa * p.batch > INT32_MAX || p.sb * p.batch > INT32_MAX) return "bad slice counts";
+  if (p.sa != p.sb) return "A and B must have as many slices";
   if (p.k % k_align(t)) return "K = " + std::to_string(p.k) + " is not a multiple of " + std::to_string(k_align(t));
-  if (p.tile_n != 128 && p.tile_n != 192) return "tile_n must be 128 or 192";
   if (p.nterms < 1 || p.nterms > kMaxTerms) return "nterms must be in 1.." + std::to_string(kMaxTerms);
   int64_t k_tiles = (p.k + tile_k(t) - 1) / tile_k(t);
   for (int i = 0; i < p.nterms; ++i) {
@@ -108,9 +121,15 @@ std::string check(SliceType t, const Problem& p) {
     if (p.term_exp[i] < -126 || p.term_exp[i] > 127) return "term weight exponent out of range";
     if (p.kc_tiles[i] < 1) return "promotion interval must be >= 1 tile";
   }
+  TermPlan plan;
+  std::string why = plan_terms(p, &plan);
+  if (!why.empty()) return why;
+  if (!kernel_for(t, p.sa, p.tile_n, plan.ngroups))
+    return std::string("no kernel for ") + type_name(t) + " with " + std::to_string(p.sa) + " slices, " +
+           std::to_string(plan.ngroups) + " term weights and tile_n " + std::to_string(p.tile_n) +
+           " (ffi/fused/generate.py lists the configurations)";
   if (p.splits < 1 || p.splits > k_tiles) return "splits must be in 1..(number of K-tiles)";
   if (!aligned16(p.a) || !aligned16(p.b) || !aligned16(p.c)) return "operand pointers must be 16-byte aligned";
-  if (p.nonfinite == nullptr) return "no nonfinite flag";
   if ((p.row_exp == nullptr) != (p.col_exp == nullptr)) return "row and column exponents come together";
   return "";
 }
@@ -118,13 +137,9 @@ std::string check(SliceType t, const Problem& p) {
 std::string run(SliceType t, const Problem& p, cudaStream_t stream) {
   std::string why = check(t, p);
   if (!why.empty()) return why;
-  const bool wide = p.tile_n == 192;
-  switch (t) {
-    case SliceType::kBF16: return wide ? run_bf16_n192(p, stream) : run_bf16_n128(p, stream);
-    case SliceType::kFP16: return wide ? run_fp16_n192(p, stream) : run_fp16_n128(p, stream);
-    case SliceType::kTF32: return wide ? run_tf32_n192(p, stream) : run_tf32_n128(p, stream);
-  }
-  return "unknown slice type";
+  TermPlan plan;
+  plan_terms(p, &plan);
+  return kernel_for(t, p.sa, p.tile_n, plan.ngroups)(p, stream);
 }
 
 }  // namespace fused

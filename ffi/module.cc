@@ -31,10 +31,10 @@ std::string shape_str(ffi::AnyBuffer::Dimensions d) {
 // The fused emulation GEMM (fused.h): every slice product of one emulated
 // product in one launch. A slices (L, M, K/TK, Sa, TK), B slices (L, N, K/TK,
 // Sb, TK) of the slice dtype (fused/params.h); row/col exponents (L, M) / (L, N) int32, or empty; out C
-// (splits, L, M, N) float32 and a nonfinite flag (1,) int32.
+// (splits, L, M, N) float32.
 template <fused::SliceType kType, ffi::DataType kDtype>
 ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer row_exp,
-                     ffi::AnyBuffer col_exp, ffi::Result<ffi::AnyBuffer> c, ffi::Result<ffi::AnyBuffer> flag,
+                     ffi::AnyBuffer col_exp, ffi::Result<ffi::AnyBuffer> c,
                      ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b,
                      ffi::Span<const int64_t> term_exp, ffi::Span<const int64_t> kc_tiles, int64_t splits,
                      int64_t tile_n) {
@@ -47,9 +47,7 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
     return ffi::Error::InvalidArgument(
         "jaxemu fused: expected A (L, M, K/TK, Sa, TK), B (L, N, K/TK, Sb, TK) with TK = " + std::to_string(tk) +
         ", C (splits, L, M, N); got " + shape_str(da) + ", " + shape_str(db) + ", " + shape_str(dc));
-  if (c->element_type() != ffi::DataType::F32 || flag->element_type() != ffi::DataType::S32 ||
-      flag->element_count() != 1)
-    return ffi::Error::InvalidArgument("jaxemu fused: C must be float32 and the flag one int32");
+  if (c->element_type() != ffi::DataType::F32) return ffi::Error::InvalidArgument("jaxemu fused: C must be float32");
   size_t nt = term_a.size();
   if (nt < 1 || nt > size_t(fused::kMaxTerms) || term_b.size() != nt || term_exp.size() != nt || kc_tiles.size() != nt)
     return ffi::Error::InvalidArgument("jaxemu fused: term arrays must have equal lengths in 1..9");
@@ -57,7 +55,6 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
   p.a = a.untyped_data();
   p.b = b.untyped_data();
   p.c = static_cast<float*>(c->untyped_data());
-  p.nonfinite = static_cast<int*>(flag->untyped_data());
   p.batch = da[0];
   p.m = da[1];
   p.k = da[2] * tk;
@@ -81,8 +78,6 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
     p.row_exp = static_cast<const int32_t*>(row_exp.untyped_data());
     p.col_exp = static_cast<const int32_t*>(col_exp.untyped_data());
   }
-  cudaError_t e = cudaMemsetAsync(p.nonfinite, 0, sizeof(int), stream);
-  if (e != cudaSuccess) return ffi::Error::Internal(std::string("jaxemu fused: memset: ") + cudaGetErrorString(e));
   if (p.m == 0 || p.n == 0 || p.batch == 0) return ffi::Error::Success();
   if (p.k == 0) return ffi::Error::InvalidArgument("jaxemu fused: K = 0 must be handled by the caller");
   std::string why = fused::check(kType, p);
@@ -101,7 +96,6 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
                              .Arg<ffi::AnyBuffer>()  /* row_exp: (L, M) int32 or empty */         \
                              .Arg<ffi::AnyBuffer>()  /* col_exp: (L, N) int32 or empty */         \
                              .Ret<ffi::AnyBuffer>()  /* c: (splits, L, M, N) f32 */               \
-                             .Ret<ffi::AnyBuffer>()  /* nonfinite: (1,) int32 */                  \
                              .Attr<ffi::Span<const int64_t>>("term_a")                            \
                              .Attr<ffi::Span<const int64_t>>("term_b")                            \
                              .Attr<ffi::Span<const int64_t>>("term_exp")                          \

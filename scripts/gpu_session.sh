@@ -6,6 +6,7 @@
 #   STEPS="build int8" bash scripts/gpu_session.sh   # the int8 kernels' tests and benchmark (issue 14)
 #   STEPS="build split" bash scripts/gpu_session.sh  # the split kernel: tests, XLA's split vs the kernel (issue 10)
 #   STEPS="build kernels" bash scripts/gpu_session.sh  # tests/native/kernel_check without a sanitizer (every family)
+#   STEPS="baseline" BASE_DIR=.base BENCH_ARGS="..." bash scripts/gpu_session.sh  # another version's bench, same machine
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"
 mkdir -p "$OUT"
@@ -17,10 +18,23 @@ export JAXEMU_CUTLASS_DIR="${JAXEMU_CUTLASS_DIR:-$PWD/.cutlass}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import jax; print('jax', jax.__version__, jax.devices())" | tee -a "$OUT/gpu.txt"
 
+if [[ " $STEPS " == *" baseline "* ]]; then
+  # Another version of the package (BASE_DIR: a `git archive` of it, carried
+  # beside the tree), built into its own site directory and benchmarked with
+  # the same BENCH_ARGS on the same machine, before this tree's editable
+  # install (whose import hook would shadow it): same-machine A/B figures.
+  t0=$(date +%s)
+  python3 -m pip install --no-build-isolation --no-deps --target /tmp/base_site -Cbuild-dir=/tmp/base_build \
+    -Ccmake.define.JAXEMU_CUDA=ON "${BASE_DIR:?BASE_DIR: the baseline tree}" > "$OUT/base_build.log" 2>&1 \
+    || { tail -40 "$OUT/base_build.log"; exit 1; }
+  echo "baseline build: $(( $(date +%s) - t0 )) s"
+  (cd /tmp && PYTHONPATH=/tmp/base_site JAX_PLATFORMS=cuda,cpu timeout "${BENCH_TIMEOUT:-300}" python3 -m jaxemu.bench \
+    --json "$OUT/base_bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/base_bench.log" | tail -30)
+fi
 if [[ " $STEPS " == *" build "* ]]; then
   t0=$(date +%s)
   python3 -m pip install --no-build-isolation --no-deps -Cbuild-dir=build/gpu -Cbuild.verbose=false \
-    -Ccmake.define.JAXEMU_CUDA=ON -e . > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
+    -Ccmake.define.JAXEMU_CUDA=ON ${BUILD_ARGS:-} -e . > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
   echo "build: $(( $(date +%s) - t0 )) s"
   python3 -m jaxemu info | tee "$OUT/info.txt"
 fi

@@ -32,6 +32,11 @@ def test_float_schemes_run_on_the_cuda_backend(monkeypatch):
     # ozaki2_f32: the int8 kernels (test_cuda_int8.py)
     for n in ["bf16", "fp16", "tf32", "int8_l4"]:  # natives: cuBLAS through XLA; MixPert int8: no kernel yet
         assert backend_for(n, "cuda") == "xla"
+    # Custom float schemes that no kernel configuration holds (a stage keeps
+    # every slice: 4 slices do not fit) run on the xla backend, and say so.
+    from jaxemu.schemes import FloatSplit
+    x4 = FloatSplit("bf16x4_custom", "bf16", 4, ((0, 0), (0, 1), (1, 0), (0, 3)), kc=64)
+    assert backend_for(x4, "cuda") == "xla"
     monkeypatch.delenv("JAXEMU_CUDA_SPLIT", raising=False)  # the split kernel: the default (switches.py)
     hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6")).lower(
         jnp.ones((256, 256)), jnp.ones((256, 256))).compile().as_text()
@@ -177,7 +182,7 @@ def test_repeated_runs_are_bit_identical(shape):
 @pytest.mark.parametrize("name", FLOAT)
 def test_overflow_takes_fp32s_value(name):
     # Row 0 of A times column 0 of B overflows in any summation order; every
-    # other entry is finite. The kernel's nonfinite flag must route the
+    # other entry is finite. max|A| max|B| K (from the split) must route the
     # product through FP32's rules: Inf exactly there, finite values elsewhere.
     rng = np.random.default_rng(5)
     a = rng.uniform(-1, 1, (200, 300)).astype(np.float32)

@@ -160,19 +160,20 @@ def test_term_table(name):
 
 
 def test_launch_heuristic():
-    f16 = jaxemu.get_scheme("fp16x3")
-    # big squares: 192-wide tiles, no split
-    assert F.launch_config(8192, 8192, 8192, 1, f16, 132) == (192, 1)
+    f16, b3 = jaxemu.get_scheme("fp16x3"), jaxemu.get_scheme("bf16x3")
+    # big squares: 192-wide tiles where the scheme has them, no split
+    assert F.launch_config(8192, 8192, 8192, 1, b3, 132) == (192, 1)
+    # fp16's two partial accumulators fit 128-wide tiles only
+    assert F.launch_config(8192, 8192, 8192, 1, f16, 132) == (128, 1)
     # short K: 128-wide tiles (TMA-store epilogue)
-    assert F.launch_config(1 << 20, 1024, 256, 1, f16, 132).tile_n == 128
+    assert F.launch_config(1 << 20, 1024, 256, 1, b3, 132).tile_n == 128
     # N = 1024 with long K: 192 would pad N by 12.5 %, 128 fits
-    assert F.launch_config(8192, 1024, 8192, 1, f16, 132).tile_n == 128
-    # 2048^3 in 9 products: 192-wide is 176 tiles, 2 waves on 132 SMs with the
-    # second a third full; 128-wide is 256 tiles, 2 nearly full waves
-    b9 = jaxemu.get_scheme("bf16x9")
-    assert F.launch_config(2048, 2048, 2048, 1, b9, 132).tile_n == 128
+    assert F.launch_config(8192, 1024, 8192, 1, b3, 132).tile_n == 128
+    # 2048^3: 192-wide is 176 tiles, 2 waves on 132 SMs with the second a
+    # third full; 128-wide is 256 tiles, 2 nearly full waves
+    assert F.launch_config(2048, 2048, 2048, 1, jaxemu.get_scheme("tf32x3"), 132).tile_n == 128
     # on many tiles the last wave hardly matters: 192 wherever it pads little
-    assert F.launch_config(16384, 16384, 16384, 1, f16, 132).tile_n == 192
+    assert F.launch_config(16384, 16384, 16384, 1, b3, 132).tile_n == 192
     # a small output with a long K splits K to fill the GPU, and never into
     # more pieces than there is work
     cfg = F.launch_config(1024, 256, 1 << 20, 1, f16, 132)
@@ -181,48 +182,104 @@ def test_launch_heuristic():
     assert F.launch_config(1, 1, 64, 1, f16, 132).splits == 1
 
 
+def test_kernel_table_matches_the_generated_kernels():
+    # cuda_fused.KERNELS mirrors ffi/fused/generate.py's CONFIGS (the
+    # instantiations that exist), so the backend never asks for a kernel
+    # that was not built, and takes every scheme one was built for.
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "generate", Path(__file__).resolve().parents[1] / "ffi" / "fused" / "generate.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    table = {}
+    for fmt, slices, tn, partials in gen.CONFIGS:
+        tiles, p = table.get((fmt, slices), ((), partials))
+        assert p == partials
+        table[(fmt, slices)] = (tuple(sorted(tiles + (tn,))), partials)
+    assert table == F.KERNELS
+    from jaxemu.schemes import FloatSplit
+    for name in FLOAT:  # every catalogue scheme has a kernel
+        assert F.kernel_tiles(jaxemu.get_scheme(name)), name
+    x4 = FloatSplit("bf16x4_custom", "bf16", 4, ((0, 0), (0, 1), (1, 0)))
+    f16x6 = FloatSplit("fp16x6_custom", "fp16", 3, ((0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (2, 0)),
+                       lo_scale_bits=11, scaling="row")
+    assert F.kernel_tiles(x4) == () and F.kernel_tiles(f16x6) == ()
+    assert F.kernel_tiles(f16x6.replace(lo_scale_bits=0)) == ()  # no 3-slice fp16 kernel at all
+
+
 @pytest.fixture(scope="module")
 def chunk_check(tmp_path_factory):
     return _host_program(tmp_path_factory, "chunk_check")
 
 
-@pytest.mark.parametrize("k_tiles,splits,kc", [
-    (1, 1, (1,)), (5, 3, (2, 4, 1)), (17, 7, (8, 8, 1)), (16384, 8, (8, 8, 1)),  # fp16x3, k-means update
-    (16384, 32, (64, 64, 64, 8, 8, 1)), (100, 9, (3, 7, 1, 100, 5, 2, 64, 9, 1)), (3, 3, (1,) * 9),
+def run_chunk_check(exe, k_tiles, splits, terms):
+    """The kernel's plan and K-loop schedule for terms [(exp, kc_tiles)] in
+    kernel order: (plan line, chunks (split, kt_begin, kt_end, promotes_group1))."""
+    out = subprocess.run([str(exe), str(k_tiles), str(splits)] + [f"{e}:{kc}" for e, kc in terms],
+                         check=True, capture_output=True, text=True, timeout=60).stdout.splitlines()
+    if out[0].startswith("refused"):
+        return out[0], None
+    plan = tuple(int(v) for v in out[0].split()[1:])
+    return plan, np.array([[int(v) for v in line.split()] for line in out[1:]]).reshape(-1, 4)
+
+
+X3_FP16 = [(-12, 8), (-12, 8), (0, 1)]  # fp16x3 at kc = 64: the corrections, then hi*hi
+X6_BF16 = [(0, 64)] * 3 + [(0, 8)] * 2 + [(0, 1)]
+
+
+@pytest.mark.parametrize("k_tiles,splits,terms,plan", [
+    (1, 1, [(0, 1)], (1, 0, 1, 1)),
+    (5, 3, X3_FP16, (2, 2, 1, 8)),
+    (17, 7, [(-12, 8), (-12, 8), (0, 2)], (2, 2, 2, 8)),
+    (16384, 8, X3_FP16, (2, 2, 1, 8)),  # fp16x3, the k-means update
+    (16384, 32, X6_BF16, (1, 0, 1, 1)),  # bf16x6: one weight, one partial
+    (100, 9, [(-12, 7), (-12, 5), (0, 3)], (2, 2, 3, 3)),  # group 1's interval: a multiple of group 0's
+    (3, 3, [(0, 1)] * 9, (1, 0, 1, 1)),
 ])
-def test_k_splits_share_the_k_tiles_equally(chunk_check, k_tiles, splits, kc):
-    # The kernel's K-loop schedule (ChunkIter, compiled for the host): every
-    # (term, K-tile) exactly once; each split one contiguous K range, equal to
-    # within one K-tile, for every term (whole chunks of the term-major list
-    # per split gave one split 10x the work of the others); term-major order
-    # inside a split (the xla backend's order of levels); each chunk inside
-    # one kc-aligned run of its term, aligned from K = 0 whatever the split.
-    out = subprocess.run([str(chunk_check), str(k_tiles), str(splits)] + [str(c) for c in kc],
-                         check=True, capture_output=True, text=True, timeout=60).stdout
-    chunks = np.array([[int(v) for v in line.split()] for line in out.splitlines()]).reshape(-1, 4)
-    seen = np.zeros((len(kc), k_tiles), int)
-    cover = np.zeros((splits, len(kc), k_tiles), int)
-    last = {}
-    for sp, t, b, e in chunks:
-        assert 0 <= b < e <= k_tiles and b // kc[t] == (e - 1) // kc[t]
-        seen[t, b:e] += 1
-        cover[sp, t, b:e] = 1
-        assert (t, b) > last.get(sp, (-1, -1))
-        last[sp] = (t, e - 1)
+def test_k_splits_share_the_k_tiles_equally(chunk_check, k_tiles, splits, terms, plan):
+    # The kernel's term plan and K-loop schedule (params.h: plan_terms,
+    # scheduler.cuh: KChunks, compiled for the host): terms of equal weight
+    # share a partial (group 0: the largest weight; group 1 first in the
+    # order), each promoting at the least of its terms' intervals, group 1's
+    # rounded to a multiple of group 0's. Every K-tile exactly once; each
+    # split one contiguous K range, equal to within one K-tile (whole chunks
+    # of a term-major list per split once gave one split 10x the work of the
+    # others); chunks inside one kc0-aligned run, aligned from K = 0 whatever
+    # the split; group 1 promotes at its kc1-aligned points and at the end of
+    # each split's range, nowhere else.
+    got_plan, chunks = run_chunk_check(chunk_check, k_tiles, splits, terms)
+    assert got_plan == plan
+    _, _, kc0, kc1 = plan
+    seen = np.zeros(k_tiles, int)
+    ranges = {}
+    for sp, b, e, p1 in chunks:
+        assert 0 <= b < e <= k_tiles and b // kc0 == (e - 1) // kc0
+        seen[b:e] += 1
+        lo, hi = ranges.get(sp, (b, b))
+        assert b == hi  # chunks in order, contiguous
+        ranges[sp] = (lo, e)
     assert np.all(seen == 1)
-    for sp in range(splits):  # the same contiguous K range for every term
-        assert np.all(cover[sp] == cover[sp, :1])
-        ks = np.flatnonzero(cover[sp, 0])
-        assert len(ks) == 0 or np.all(np.diff(ks) == 1)
-    per_split = cover[:, 0].sum(axis=1)
-    assert per_split.max() - per_split.min() <= 1, per_split
+    for sp, b, e, p1 in chunks:
+        assert e == ranges[sp][1] or e % kc0 == 0
+        assert p1 == int(e == ranges[sp][1] or e % kc1 == 0)
+    sizes = [hi - lo for lo, hi in ranges.values()]
+    assert len(ranges) == min(splits, k_tiles) and max(sizes) - min(sizes) <= 1, ranges
+
+
+@pytest.mark.parametrize("terms,why", [
+    ([(-24, 64), (-12, 8), (0, 1)], "distinct term weights"),  # three weights: no kernel has three partials
+    ([(0, 1), (-12, 8)], "smaller weight must come first"),
+])
+def test_term_plan_refuses(chunk_check, terms, why):
+    plan, _ = run_chunk_check(chunk_check, 4, 1, terms)
+    assert isinstance(plan, str) and why in plan
 
 
 def _kernel_twin(name, out_types):
     """A stand-in for the fused kernel's FFI call, in plain JAX on the CPU:
     the weighted sum of the slice products the term table lists, the
     row/column scaling undone when passed, the result in the first of the
-    partial sums and the NaN/Inf flag. Not the kernel's arithmetic, but a
+    partial sums. Not the kernel's arithmetic, but a
     function of exactly what the kernel is given: enough to check the glue
     around it."""
     if name == "jaxemu_fused_split":
@@ -237,8 +294,7 @@ def _kernel_twin(name, out_types):
                 for i, j, e in zip(term_a, term_b, term_exp))
         if row.size:
             c = X.ldexp(c, -(row[:, :, None] + col[:, None, :]))
-        parts = jnp.concatenate([c[None], jnp.zeros((int(splits) - 1,) + c.shape, c.dtype)])
-        return parts, (~jnp.all(jnp.isfinite(c))).astype(jnp.int32)[None]
+        return jnp.concatenate([c[None], jnp.zeros((int(splits) - 1,) + c.shape, c.dtype)])
     return call
 
 

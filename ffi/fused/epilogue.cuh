@@ -1,7 +1,7 @@
 // Epilogue of the fused GEMM: C written once, from the FP32 accumulators.
-// Applies the exact power-of-two unscaling of fp16 row/column scaling and
-// raises the `nonfinite` flag when any output is NaN/Inf (an overflow, or a
-// NaN/Inf operand: the caller then applies FP32's special-value rules).
+// Applies the exact power-of-two unscaling of fp16 row/column scaling.
+// (NaN/Inf need nothing here: the caller decides FP32's special-value rules
+// from max |A| and max |B| before the launch, jaxemu/backends/cuda_fused.py.)
 //
 // Two ways to write C: through shared memory and TMA stores (asynchronous,
 // whole lines; 128-wide tiles), or straight from registers (192-wide tiles,
@@ -71,7 +71,6 @@ struct Epilogue {
     float* __restrict__ out = p.c + (int64_t(w.split) * p.batch + w.l) * M * N;
     const int64_t row0 = int64_t(w.m_blk) * TM, col0 = int64_t(w.n_blk) * TN;
     if (p.row_exp != nullptr) unscale(p, w, total, coords);
-    bool bad = false;
     if constexpr (T::kTmaStore) {
       if (params.tma_store) {
         store_tma(params, w, total);
@@ -87,9 +86,7 @@ struct Epilogue {
       if (r >= M || c >= N) continue;
       const float v0 = total(i), v1 = total(i + 1);
       float* dst = out + r * N + c;
-      bad |= !isfinite(v0);
       if (c + 1 < N) {
-        bad |= !isfinite(v1);
         if (pairs) {
           *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
         } else {
@@ -100,46 +97,50 @@ struct Epilogue {
         dst[0] = v0;
       }
     }
-    if (__any_sync(0xffffffffu, bad) && (threadIdx.x % 32) == 0) atomicOr(p.nonfinite, 1);
   }
 
-  // Each consumer warpgroup writes its 64 rows of the tile into its own
-  // shared-memory block (128-byte swizzle: the 8 rows a warp writes at once
-  // fall in distinct banks), then one thread issues the TMA store of the
-  // block; the store runs while the next tile's mainloop does.
+  // Each consumer warpgroup writes its 64 rows of the tile, kEpiCols columns
+  // at a time, into its own shared-memory block (128-byte swizzle: the 8 rows
+  // a warp writes at once fall in distinct banks), then one thread issues the
+  // TMA store of the block; the last block's store runs while the next
+  // tile's mainloop does.
   template <class Accum>
   static __device__ void store_tma(typename T::Params const& params, WorkTile const& w, Accum const& total) {
     const Problem& p = params.problem;
     const int wg = int(threadIdx.x) / 128 - 1;  // consumer warpgroup 0 or 1
     const bool leader = threadIdx.x % 128 == 0;
-    constexpr int kRows = TM / T::kConsumerWarpgroups;
+    constexpr int kRows = TM / T::kConsumerWarpgroups, kCols = T::kEpiCols;
+    // Accumulator i of a 64 x TN wgmma tile lies in column 8 (i / 4) + ...
+    // (Epilogue::unscale): block h holds accumulators [h kPerBlock, (h+1) kPerBlock).
+    constexpr int kPerBlock = kCols / 2;
+    static_assert(TN % kCols == 0 && decltype(size(total))::value == TN / 2, "64 x TN accumulator per thread");
     extern __shared__ __align__(1024) char smem_raw[];
     auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
     Tensor sC = make_tensor(make_smem_ptr(smem.c.data() + wg * cosize_v<typename T::SmemLayoutC>),
-                            typename T::SmemLayoutC{});  // (64, TN)
+                            typename T::SmemLayoutC{});  // (64, kCols)
     typename T::TiledMma tiled_mma;
     auto thr_mma = tiled_mma.get_thread_slice(threadIdx.x - 128);
     Tensor coords = thr_mma.partition_C(make_identity_tensor(Shape<Int<TM>, Int<TN>>{}));
+    Tensor mC = params.tma_c.get_tma_tensor(make_shape(int(p.m), int(p.n), p.splits * int(p.batch)));
+    auto cta = params.tma_c.get_slice(0);
 
-    if (leader) tma_store_wait<0>();  // the previous tile's store has read the block
-    cutlass::arch::NamedBarrier::sync(128, 1 + wg);
-    bool bad = false;
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(total); i += 2) {
-      const int r = get<0>(coords(i)) - wg * kRows, c = get<1>(coords(i));
-      bad |= !isfinite(total(i)) || !isfinite(total(i + 1));  // rows/cols past M, N hold zeros
-      *reinterpret_cast<float2*>(&sC(r, c)) = make_float2(total(i), total(i + 1));
-    }
-    if (__any_sync(0xffffffffu, bad) && (threadIdx.x % 32) == 0) atomicOr(p.nonfinite, 1);
-    cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
-    cutlass::arch::NamedBarrier::sync(128, 1 + wg);
-    if (leader) {
-      Tensor mC = params.tma_c.get_tma_tensor(make_shape(int(p.m), int(p.n), p.splits * int(p.batch)));
-      Tensor gC = local_tile(mC(_, _, w.split * int(p.batch) + w.l), Shape<Int<kRows>, Int<TN>>{},
-                             make_coord(w.m_blk * T::kConsumerWarpgroups + wg, w.n_blk));
-      auto cta = params.tma_c.get_slice(0);
-      copy(params.tma_c, cta.partition_S(sC), cta.partition_D(gC));
-      tma_store_arrive();
+    for (int h = 0; h < TN / kCols; ++h) {
+      if (leader) tma_store_wait<0>();  // the previous block's store has read the buffer
+      cutlass::arch::NamedBarrier::sync(128, 1 + wg);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = h * kPerBlock; i < (h + 1) * kPerBlock; i += 2) {
+        const int r = get<0>(coords(i)) - wg * kRows, c = get<1>(coords(i)) - h * kCols;
+        *reinterpret_cast<float2*>(&sC(r, c)) = make_float2(total(i), total(i + 1));
+      }
+      cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
+      cutlass::arch::NamedBarrier::sync(128, 1 + wg);
+      if (leader) {
+        Tensor gC = local_tile(mC(_, _, w.split * int(p.batch) + w.l), Shape<Int<kRows>, Int<kCols>>{},
+                               make_coord(w.m_blk * T::kConsumerWarpgroups + wg, w.n_blk * (TN / kCols) + h));
+        copy(params.tma_c, cta.partition_S(sC), cta.partition_D(gC));
+        tma_store_arrive();
+      }
     }
   }
 

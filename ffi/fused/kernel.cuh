@@ -1,7 +1,8 @@
 // The fused emulation GEMM kernel (sm_90a): one launch per emulated product.
 //
 // Warp-specialized and persistent: warpgroup 0 produces (one thread issues TMA
-// loads of slice tiles), warpgroups 1-2 consume (wgmma, promotion, epilogue).
+// loads of every slice of each K-tile), warpgroups 1-2 consume (wgmma,
+// promotion, epilogue).
 // Each CTA walks the work items the TileScheduler assigns to it; the producer
 // runs ahead by up to kStages K-tiles, also across work items, so the next
 // tile's loads overlap the current tile's epilogue.
@@ -44,7 +45,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fused_gemm_kernel(CUTE_GRID_CO
   const int64_t total = sched.total();
 
   if (warpgroup == 0) {
-    cutlass::arch::warpgroup_reg_dealloc<40>();
+    cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
     if (threadIdx.x == 0) {
       auto write = cutlass::make_producer_start_state<Pipeline>();
       for (int64_t idx = blockIdx.x; idx < total; idx += gridDim.x) {
@@ -53,7 +54,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fused_gemm_kernel(CUTE_GRID_CO
       pipeline.producer_tail(write);  // every stage consumed before the CTA exits
     }
   } else {
-    cutlass::arch::warpgroup_reg_alloc<232>();
+    cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
     typename T::TiledMma tiled_mma;
     auto thr_mma = tiled_mma.get_thread_slice(threadIdx.x - 128);
     Tensor total_acc = partition_fragment_C(tiled_mma, Shape<Int<T::kTileM>, Int<T::kTileN>>{});

@@ -17,6 +17,11 @@ namespace fused {
 template <class T>
 std::string launch(const Problem& p, cudaStream_t stream) {
   using Element = typename T::Element;
+  if (p.sa != T::kSlices || p.sb != T::kSlices) return "slice counts do not match the kernel's stages";
+  TermPlan plan;
+  std::string why = plan_terms(p, &plan);
+  if (!why.empty()) return why;
+  if (plan.ngroups > T::kPartials) return "more term weights than the kernel's partial accumulators";
   const int32_t m = int32_t(p.m), n = int32_t(p.n), k = int32_t(p.k), L = int32_t(p.batch);
   auto gA = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.a)), T::gmem_layout(m, k, p.sa, L));
   auto gB = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.b)), T::gmem_layout(n, k, p.sb, L));
@@ -34,6 +39,7 @@ std::string launch(const Problem& p, cudaStream_t stream) {
       make_tma_copy(SM90_TMA_STORE{}, gC, typename T::SmemLayoutC{}),
       tma_store,
       p,
+      plan,
       int((p.m + T::kTileM - 1) / T::kTileM),
       int((p.n + T::kTileN - 1) / T::kTileN),
       int((p.k + T::kTileK - 1) / T::kTileK)};

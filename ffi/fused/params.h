@@ -2,20 +2,25 @@
 //
 // One launch computes a whole emulated product C = sum_t 2^e_t * A_{a_t} @ B_{b_t}^T
 // over the scheme's slice products ("terms") t, for a batch of L problems:
-//   A slices: (L, M, K / TK, Sa, TK) in the slice format: for each row and
-//             K-tile of TK elements (128 bytes), the Sa slices side by side, so
+//   A slices: (L, M, K / TK, S, TK) in the slice format: for each row and
+//             K-tile of TK elements (128 bytes), the S slices side by side, so
 //             that one elementwise XLA fusion writes them reading A once
-//   B slices: (L, N, K / TK, Sb, TK) likewise (B stored transposed: "TN")
+//   B slices: (L, N, K / TK, S, TK) likewise (B stored transposed: "TN")
 //   K is a multiple of TK (64 for 16-bit slices, 32 for tf32; zero-padded).
 //   C:        (splits, L, M, N) float32 row-major; splits == 1 writes the product,
 //             splits > 1 writes one partial sum per K-split (the caller adds them).
-// Partial sums leave the tensor cores' accumulator every `kc_tiles[t]` K-tiles
-// (each term separately) and are added, times 2^e_t, to an FP32 accumulator with
-// round-to-nearest adds: Hopper's tensor cores do not accumulate in round-to-
+// Each pipeline stage holds every slice of A and B for one K-tile, and every
+// term reads its slices from it, smallest terms first (mainloop.cuh). Terms of
+// equal weight share one partial accumulator (bf16 and tf32 slices are
+// unscaled: all terms; fp16's scaled lo slices: hi*hi in one, the corrections
+// in another), which leaves the tensor cores' accumulator every `kc_tiles`
+// K-tiles and is added, times its weight, to an FP32 accumulator with a
+// round-to-nearest add: Hopper's tensor cores do not accumulate in round-to-
 // nearest (DESIGN.md 2.1), so this promotion is what keeps FP32 accuracy at large K.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace jaxemu {
 namespace fused {
@@ -25,22 +30,63 @@ constexpr int kMaxTerms = 9;  // bf16x9: every pair of three slices
 enum class SliceType { kBF16, kFP16, kTF32 };
 
 struct Problem {
-  const void* a = nullptr;       // (L, M, K / TK, Sa, TK)
-  const void* b = nullptr;       // (L, N, K / TK, Sb, TK)
+  const void* a = nullptr;       // (L, M, K / TK, S, TK)
+  const void* b = nullptr;       // (L, N, K / TK, S, TK)
   float* c = nullptr;            // (splits, L, M, N)
-  int* nonfinite = nullptr;      // set to 1 when an output is NaN/Inf (caller zeroes it)
   const int32_t* row_exp = nullptr;  // (L, M) or null: C[l, m, n] *= 2^-(row_exp[l, m] + col_exp[l, n])
   const int32_t* col_exp = nullptr;  // (L, N) or null (both or neither)
   int64_t m = 0, n = 0, k = 0, batch = 1;
-  int sa = 1, sb = 1;            // slices per operand
+  int sa = 1, sb = 1;            // slices per operand (equal: the kernel's stage holds S of each)
   int splits = 1;                // K-splits (deterministic: one partial each)
   int tile_n = 128;              // tile width chosen by the caller (128 or 192)
-  int nterms = 0;
+  int nterms = 0;                // terms in the order the tensor cores add them (smallest first)
   int term_a[kMaxTerms] = {};    // slice of A in term t
   int term_b[kMaxTerms] = {};    // slice of B in term t
   int term_exp[kMaxTerms] = {};  // the term's weight 2^e_t (exact)
   int kc_tiles[kMaxTerms] = {};  // promotion interval of term t, in K-tiles (>= 1)
 };
+
+// How the kernel runs a Problem's terms: terms of equal weight share a
+// partial accumulator ("group"); group 0 holds the largest weight (hi*hi),
+// group 1 (fp16's corrections, when there are two weights) the other, and
+// its terms come first in the order (smallest first). A group promotes every
+// kc_tiles K-tiles, the least of its terms' intervals (aligned from K = 0);
+// group 1's interval is a multiple of group 0's, so that it promotes where
+// group 0 does. At most two groups (register budget: the total and two
+// partials are 3 x 64 floats per consumer thread at 128-wide tiles).
+constexpr int kMaxGroups = 2;
+struct TermPlan {
+  int ngroups = 1;
+  int n1 = 0;                    // group 1's terms: the first n1 of the order
+  int exp[kMaxGroups] = {};      // the group's weight 2^exp
+  int kc_tiles[kMaxGroups] = {};
+};
+
+// The plan of p's terms into `plan`; "" or why the kernel cannot run them
+// (more than kMaxGroups distinct weights, or the smaller weight not first).
+inline std::string plan_terms(const Problem& p, TermPlan* plan) {
+  TermPlan t;
+  int top = p.term_exp[0];
+  for (int i = 1; i < p.nterms; ++i) top = p.term_exp[i] > top ? p.term_exp[i] : top;
+  t.exp[0] = t.exp[1] = top;
+  t.kc_tiles[0] = t.kc_tiles[1] = 1 << 30;
+  for (int i = 0; i < p.nterms; ++i) {
+    const int g = p.term_exp[i] == top ? 0 : 1;
+    if (g == 1) {
+      if (t.n1 != i) return "the terms of the smaller weight must come first";
+      if (t.n1 > 0 && p.term_exp[i] != t.exp[1])
+        return "more than " + std::to_string(kMaxGroups) + " distinct term weights";
+      t.exp[1] = p.term_exp[i];
+      t.n1 = i + 1;
+      t.ngroups = 2;
+    }
+    t.kc_tiles[g] = p.kc_tiles[i] < t.kc_tiles[g] ? p.kc_tiles[i] : t.kc_tiles[g];
+  }
+  const int k0 = t.kc_tiles[0];  // group 1's: a multiple of it, at least it
+  t.kc_tiles[1] = t.ngroups == 1 || t.kc_tiles[1] < k0 ? k0 : t.kc_tiles[1] / k0 * k0;
+  *plan = t;
+  return "";
+}
 
 // The split of one operand into the slices the kernel reads (split.cuh):
 // x (batch, rows, k), or `transposed` (batch, k, rows) (B of A B, whose

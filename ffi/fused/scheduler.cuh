@@ -1,6 +1,6 @@
 // Work decomposition of the fused GEMM: a persistent grid walks output tiles
 // (and K-splits), and within a tile the K-loop walks "chunks": runs of K-tiles
-// of one term between two promotions.
+// between two promotions.
 #pragma once
 
 #include <cstdint>
@@ -46,44 +46,41 @@ struct TileScheduler {
 };
 
 // The K-loop of one work item. Split `split` of `splits` takes an equal
-// contiguous range of the K-tiles, [kb, ke), for every term, term after term
-// (the xla backend's order of levels): the splits do equal work whatever the
-// terms' promotion intervals, and each split's FP32 total sums 1/splits of
-// every term. (Dividing the term-major list of whole chunks instead gave the
-// split holding the long-interval terms ~10x the K-tiles of the others: the
-// k-means update, 1024 x 2^20 x 256 in fp16x3, ran its GEMM in 15.4 ms on an
-// H100.) Within a term, chunks are the kc_tiles[t]-aligned runs of K-tiles
-// (aligned from K = 0, so that the promotion points do not depend on the
-// split count) clipped to [kb, ke).
-struct ChunkIter {
-  const Problem* p;
-  int kb, ke;             // this split's K-tiles
-  int term;               // current chunk: term and K-tiles
-  int kt_begin, kt_end;
+// contiguous range of the K-tiles, [kb, ke) (equal work; its FP32 total sums
+// 1/splits of every term). The range is walked in chunks: the runs of
+// group 0's interval (TermPlan::kc_tiles[0]) aligned from K = 0, so that the
+// promotion points do not depend on the split count, clipped to [kb, ke).
+// Every chunk ends with group 0's promotion; group 1 (when there is one)
+// promotes at the chunks that end on a multiple of its own interval, and at
+// the end of the range. (Dividing the K-tiles, not whole chunks of a
+// term-major list, among the splits: the latter gave one split ~10x the
+// work of the others, docs/performance.md.)
+struct KChunks {
+  int kb, ke;              // this split's K-tiles
+  int kc0, kc1;            // the groups' promotion intervals, in K-tiles
+  int kt_begin, kt_end;    // current chunk
 
-  JAXEMU_SCHED_FN ChunkIter(const Problem& prob, int k_tiles, int split) : p(&prob) {
-    kb = int(int64_t(k_tiles) * split / p->splits);
-    ke = int(int64_t(k_tiles) * (split + 1) / p->splits);
-    term = kb < ke ? 0 : p->nterms;
+  JAXEMU_SCHED_FN KChunks(const TermPlan& plan, int k_tiles, int split, int splits)
+      : kc0(plan.kc_tiles[0]), kc1(plan.kc_tiles[1]) {
+    kb = int(int64_t(k_tiles) * split / splits);
+    ke = int(int64_t(k_tiles) * (split + 1) / splits);
     kt_begin = kb;
     if (!done()) set_end();
   }
 
-  JAXEMU_SCHED_FN bool done() const { return term >= p->nterms; }
+  JAXEMU_SCHED_FN bool done() const { return kt_begin >= ke; }
 
   JAXEMU_SCHED_FN void next() {
     kt_begin = kt_end;
-    if (kt_begin == ke) {
-      kt_begin = kb;
-      ++term;
-    }
     if (!done()) set_end();
   }
 
+  // Whether group 1 promotes after this chunk.
+  JAXEMU_SCHED_FN bool promotes_group1() const { return kt_end == ke || kt_end % kc1 == 0; }
+
  private:
   JAXEMU_SCHED_FN void set_end() {
-    const int kc = p->kc_tiles[term];
-    const int e = (kt_begin / kc + 1) * kc;  // end of the aligned chunk
+    const int e = (kt_begin / kc0 + 1) * kc0;  // end of the aligned chunk
     kt_end = e < ke ? e : ke;
   }
 };

@@ -18,33 +18,60 @@ namespace fused {
 
 using namespace cute;
 
-template <class Element_, int TileN_>
+template <class Element_, int TileN_, int Slices_, int Partials_>
 struct Traits {
   using Element = Element_;  // cutlass::bfloat16_t, cutlass::half_t or cutlass::tfloat32_t
   static constexpr int kTileM = 128;  // two consumer warpgroups of 64 rows
   static constexpr int kTileN = TileN_;
   // One 128-byte swizzle row of K: 64 K-steps of 16-bit slices, 32 of tf32.
   static constexpr int kTileK = 128 / int(sizeof(Element));
+  // Slices of each operand in a pipeline stage: all of them, so that every
+  // term of a K-tile reads its slice tiles from the one stage (each loaded
+  // once from L2, not once per term that uses it).
+  static constexpr int kSlices = Slices_;
+  // Partial accumulators: one per distinct term weight (TermPlan), each as
+  // large as the FP32 total: 1 + kPartials accumulators of TileN / 2 floats
+  // per consumer thread.
+  static constexpr int kPartials = Partials_;
+  static_assert(kPartials >= 1 && kPartials <= kMaxGroups, "one or two partial accumulators");
+  static_assert((1 + kPartials) * kTileN / 2 <= 192, "accumulators beyond the consumers' register budget");
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+  // Registers per thread after the split (setmaxnreg), from the CTA's own
+  // allocation, 168 per thread at launch (__launch_bounds__(384, 1)): an
+  // increase beyond what the producer gives back waits forever. Three
+  // accumulators need the consumers' 240 (ptxas spills them at 232), which
+  // leaves the producer 24 (a few spilled values in the one thread issuing
+  // TMA loads).
+  static constexpr int kProducerRegs = kPartials > 1 ? 24 : 40;
+  static constexpr int kConsumerRegs = kPartials > 1 ? 240 : 232;
+  static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= kThreads * 168,
+                "setmaxnreg beyond the registers the CTA was launched with");
   // Epilogue: 128-wide tiles stage C in shared memory and write it with TMA
   // stores (whole 128-byte lines, asynchronous: the next tile's MMAs start at
-  // once), which is what short-K products (k-means, kNN: K = 128..256) need;
+  // once), which is what short-K products (k-means, kNN: K = 128..256) need,
+  // one 64 x 64 block per consumer warpgroup at a time (16 KB each: the
+  // stages of every slice leave no room for a whole 64 x 128 block);
   // 192-wide tiles, chosen for long K, store from registers and spend all
   // shared memory on pipeline stages.
   static constexpr bool kTmaStore = kTileN == 128;
+  static constexpr int kEpiCols = 64;
   using SmemLayoutC = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
-                                             make_shape(Int<kTileM / kConsumerWarpgroups>{}, Int<kTileN>{})));
+                                             make_shape(Int<kTileM / kConsumerWarpgroups>{}, Int<kEpiCols>{})));
   static constexpr int kSmemCFloats = kTmaStore ? int(cosize_v<SmemLayoutC>) * kConsumerWarpgroups : 32;
-  // Stages: as many (A, B) tile pairs as fit in the rest of 227 KB.
-  static constexpr int kStageBytes = int(sizeof(Element)) * (kTileM + kTileN) * kTileK;
+  // Stages: as many K-tiles (every slice of A and B) as fit in the rest of 227 KB.
+  static constexpr int kSliceBytes = int(sizeof(Element)) * (kTileM + kTileN) * kTileK;
+  static constexpr int kStageBytes = kSlices * kSliceBytes;
   static constexpr int kStages = (227 * 1024 - 1024 - (kTmaStore ? kSmemCFloats * 4 : 0)) / kStageBytes;
-  static_assert(kStages >= 3, "tile too large for a useful pipeline");
+  static_assert(kStages >= 2, "tile too large for a pipeline");
 
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<kTileK>>;
   using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
-  using SmemLayoutA = decltype(tile_to_shape(SmemAtom{}, make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kStages>{})));
-  using SmemLayoutB = decltype(tile_to_shape(SmemAtom{}, make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kStages>{})));
+  // (rows, K, slice + kSlices * stage): slice s of stage i is tile s + kSlices i.
+  using SmemLayoutA =
+      decltype(tile_to_shape(SmemAtom{}, make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kSlices * kStages>{})));
+  using SmemLayoutB =
+      decltype(tile_to_shape(SmemAtom{}, make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kSlices * kStages>{})));
 
   // wgmma 64 x TileN x (16 or 8), FP32 accumulation, both operands K-major in
   // shared memory; the two consumer warpgroups split the tile's 128 rows.
@@ -85,7 +112,7 @@ struct Traits {
   struct SharedStorage {
     cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
     cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
-    cute::array_aligned<float, kSmemCFloats, 1024> c;  // one (64, TileN) block per consumer warpgroup
+    cute::array_aligned<float, kSmemCFloats, 1024> c;  // one (64, kEpiCols) block per consumer warpgroup
     typename Pipeline::SharedStorage pipeline;
   };
 
@@ -96,6 +123,7 @@ struct Traits {
     TmaC tma_c;
     bool tma_store;  // kTmaStore and C's rows are 16-byte aligned (N % 4 == 0)
     Problem problem;
+    TermPlan plan;
     int tiles_m, tiles_n, k_tiles;
   };
 };

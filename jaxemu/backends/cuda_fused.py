@@ -7,9 +7,12 @@ transposed on the way through shared memory, XLA only reducing each row to
 fp16's scaling exponent (with JAXEMU_CUDA_SPLIT=0, switches.py: XLA's split
 fusions write the same slices, B transposed by XLA first); one FFI call
 (ffi/fused/: warp-specialized TMA + wgmma kernel) computes every slice
-product of every magnitude level, promotes partial sums into FP32 every kc
-K-steps per term, weights each term by its exact power of two, undoes the
-fp16 row/column scaling and writes C once.
+product of every magnitude level: each pipeline stage holds every slice of
+a K-tile of A and B, every term reads its slices from it (smallest first),
+terms of equal weight share a partial accumulator (bf16, tf32: all of them;
+fp16: hi*hi, and its two corrections), promoted into FP32 every kc K-steps,
+weighted by its exact power of two; it undoes the fp16 row/column scaling
+and writes C once.
 
 Special values are decided before the GEMM, from the split: it also returns
 max |x| of each operand (NaN and Inf included). When both are finite and
@@ -23,11 +26,14 @@ through unchanged (kNN, 8192 x 128 x 262144: 5.6 of 19.5 ms on an H100).
 So the common case reads each operand once (twice for fp16's row scaling)
 and writes C once.
 
-Promotion per term: level-0 (hi*hi) products promote every kc K-steps (the
-scheme's kc, rounded to whole tiles); a level-L term is ~2^-(L*p) smaller
-(p = 8 bits for bf16, 11-12 for fp16/tf32), so the tensor cores' truncation
-error on it is as much smaller, and it promotes every kc * 8^L K-steps:
-fewer pipeline drains at the same accuracy (docs/performance.md measures it).
+Promotion: the term table gives each term an interval: level-0 (hi*hi)
+products every kc K-steps (the scheme's kc, rounded to whole tiles); a
+level-L term is ~2^-(L*p) smaller (p = 8 bits for bf16, 11-12 for
+fp16/tf32), so the tensor cores' truncation error on it is as much smaller,
+and it may promote every kc * 8^L K-steps. A partial shared by several
+terms promotes at the least of their intervals (ffi/fused/params.h:
+TermPlan); the small terms come first in each K-tile, so a partial that
+starts from zero takes their truncation at their own scale.
 """
 from __future__ import annotations
 
@@ -46,7 +52,15 @@ from . import xla as xla_backend
 
 _DTYPES = {"bf16": jnp.bfloat16, "fp16": jnp.float16, "tf32": jnp.float32}
 TILE_M = 128
-TILE_NS = (128, 192)
+# The kernel configurations ffi/fused/generate.py instantiates: (slice
+# format, slices per operand) -> (tile widths, partial accumulators).
+# (tests/test_fused_layout.py checks this table against generate.py.)
+KERNELS = {
+    ("bf16", 2): ((128, 192), 1),
+    ("bf16", 3): ((128,), 1),
+    ("tf32", 2): ((128, 192), 1),
+    ("fp16", 2): ((128,), 2),
+}
 # Relative speed of the two tile widths on full tiles (H200, bf16, promoted
 # GEMM at 8192 x 8192 x 49152: 454 vs 492 TFLOP/s with 1x1 clusters,
 # the per-level CUTLASS kernel this one replaced): a 192-wide tile pays unless
@@ -64,6 +78,21 @@ LEVEL_KC_GROWTH = 8
 def tile_k(fmt: str) -> int:
     """K-steps per tile: one 128-byte row of slices."""
     return 32 if fmt == "tf32" else 64
+
+
+def term_weights(s: FloatSplit) -> int:
+    """Distinct term weights of the scheme: the partial accumulators its
+    products need (lo slices scaled by 2^-sb weigh 2^(-sb * level))."""
+    return len({s.lo_scale_bits * (i + j) for i, j in s.products})
+
+
+def kernel_tiles(s: FloatSplit) -> Tuple[int, ...]:
+    """The tile widths of the fused kernel that runs ``s``, or () when none
+    does (then the xla backend runs it): a stage holds every slice, so
+    4-slice schemes do not fit; more weights than partial accumulators
+    (fp16 with three slices) do not either."""
+    tiles, partials = KERNELS.get((s.fmt, s.slices), ((), 0))
+    return tiles if term_weights(s) <= partials else ()
 
 
 
@@ -116,10 +145,11 @@ def launch_config(m: int, n: int, k: int, batch: int, s: FloatSplit, sm_count: i
     def tiles(tn):
         return -(-m // TILE_M) * -(-n // tn) * batch
 
-    if k * len(s.products) < SHORT_K_STEPS:
+    widths = kernel_tiles(s)
+    if k * len(s.products) < SHORT_K_STEPS or len(widths) == 1:
         tile_n = 128
     else:
-        tile_n = min(TILE_NS, key=lambda tn: (-(-tiles(tn) // sm_count) * tn / _TILE_N_SPEED[tn], -tn))
+        tile_n = min(widths, key=lambda tn: (-(-tiles(tn) // sm_count) * tn / _TILE_N_SPEED[tn], -tn))
     work = tiles(tile_n)
     if work >= sm_count:
         return LaunchConfig(tile_n, 1)
@@ -217,9 +247,8 @@ def split_rows(split, idx):
 
 
 def split_product(a_split, b_split, s: FloatSplit):
-    """The kernel's product of operands split by ``split_operands``. (The
-    kernel also raises a flag where an output is NaN/Inf; nothing reads it
-    since special values are decided before the GEMM.)"""
+    """The kernel's product of operands split by ``split_operands`` (special
+    values are the caller's: decided before the GEMM, ``fused_product``)."""
     (a_sl, ea, _), (b_sl, eb, _) = a_split, b_split
     bsz, m, kp = a_sl.shape[0], a_sl.shape[1], a_sl.shape[2] * a_sl.shape[4]
     n = b_sl.shape[1]
@@ -230,9 +259,8 @@ def split_product(a_split, b_split, s: FloatSplit):
         row, col = ea, eb
     else:
         row = col = jnp.zeros((0,), jnp.int32)
-    out_types = (jax.ShapeDtypeStruct((cfg.splits, bsz, m, n), jnp.float32),
-                 jax.ShapeDtypeStruct((1,), jnp.int32))
-    parts, _ = jax.ffi.ffi_call(f"jaxemu_fused_{s.fmt}", out_types)(
+    out_type = jax.ShapeDtypeStruct((cfg.splits, bsz, m, n), jnp.float32)
+    parts = jax.ffi.ffi_call(f"jaxemu_fused_{s.fmt}", out_type)(
         a_sl, b_sl, row, col,
         term_a=np.array(t.a, np.int64), term_b=np.array(t.b, np.int64),
         term_exp=np.array(t.exp, np.int64), kc_tiles=np.array(t.kc_tiles, np.int64),

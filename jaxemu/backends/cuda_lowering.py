@@ -24,13 +24,18 @@ def _gpus_supported(ext) -> bool:
 
 
 def handles(s, families=("fused", "int8")) -> bool:
-    """Concrete schemes the kernels run: multi-slice float schemes ("fused")
-    and Ozaki II ("int8"). One-slice natives (bf16, fp16, tf32) gain nothing
-    from promotion and cuBLAS runs them faster through XLA (measured:
-    docs/performance.md), so they stay on the xla backend; so do MixPert's
-    int8 levels (per-tile exponents: no kernel yet)."""
+    """Concrete schemes the kernels run: multi-slice float schemes that a
+    fused kernel configuration holds ("fused": every catalogue scheme;
+    cuda_fused.kernel_tiles) and Ozaki II ("int8"). One-slice natives (bf16,
+    fp16, tf32) gain nothing from promotion and cuBLAS runs them faster
+    through XLA (measured: docs/performance.md), so they stay on the xla
+    backend; so do MixPert's int8 levels (per-tile exponents: no kernel
+    yet) and custom float schemes no configuration holds (4 slices, fp16
+    with 3); ``jaxemu.backends.backend_for(scheme)`` names the backend that
+    runs a scheme (``jaxemu.info()`` lists the catalogue's)."""
     if isinstance(s, FloatSplit):
-        return "fused" in families and s.slices > 1
+        from .cuda_fused import kernel_tiles
+        return "fused" in families and s.slices > 1 and bool(kernel_tiles(s))
     return isinstance(s, Ozaki2) and "int8" in families
 
 

@@ -4,7 +4,7 @@
 // runs the kernel through its host interface (ffi/fused.h, ffi/int8.h) and
 // checks the result against a host reference:
 //   fused: C = sum_t 2^e_t A_{a_t} B_{b_t}^T (* 2^-(row + col)), in double,
-//          within 2^-20 of sum_t 2^e_t |A_{a_t}| |B_{b_t}|^T; the nonfinite flag.
+//          within 2^-20 of sum_t 2^e_t |A_{a_t}| |B_{b_t}|^T; Inf where it is.
 //   int8:  the int8 GEMM bit for bit against int64 sums, both configurations.
 //   residues: the Ozaki II residue kernels (both layouts, float32 and
 //          float64) byte for byte against their per-thread code on the host.
@@ -76,18 +76,19 @@ struct FusedScheme {
   const char* name;
   fused::SliceType type;
   int slices;
-  int level_bits;                    // term weight 2^-(level_bits * (i + j))
+  int level_bits;                    // term weight 2^-(level_bits * (i + j)): 0 where the slices are
+                                     // unscaled (bf16, tf32: jaxemu/schemes.py lo_scale_bits)
   std::vector<std::pair<int, int>> products;
   bool row_scaling;                  // fp16: row / column exponents
 };
 
 const std::vector<FusedScheme>& fused_schemes() {
   static const std::vector<FusedScheme> s = {
-      {"bf16x3", fused::SliceType::kBF16, 2, 8, {{0, 0}, {0, 1}, {1, 0}}, false},
-      {"bf16x6", fused::SliceType::kBF16, 3, 8, {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {0, 2}, {2, 0}}, false},
-      {"bf16x9", fused::SliceType::kBF16, 3, 8,
+      {"bf16x3", fused::SliceType::kBF16, 2, 0, {{0, 0}, {0, 1}, {1, 0}}, false},
+      {"bf16x6", fused::SliceType::kBF16, 3, 0, {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {0, 2}, {2, 0}}, false},
+      {"bf16x9", fused::SliceType::kBF16, 3, 0,
        {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {0, 2}, {2, 0}, {1, 2}, {2, 1}, {2, 2}}, false},
-      {"tf32x3", fused::SliceType::kTF32, 2, 12, {{0, 0}, {0, 1}, {1, 0}}, false},
+      {"tf32x3", fused::SliceType::kTF32, 2, 0, {{0, 0}, {0, 1}, {1, 0}}, false},
       {"fp16x3", fused::SliceType::kFP16, 2, 11, {{0, 0}, {0, 1}, {1, 0}}, true},
   };
   return s;
@@ -127,7 +128,9 @@ std::vector<FusedCase> fused_cases() {
       const int nterms = int(fused_schemes()[sc].products.size());
       if (double(s[0]) * s[1] * s[2] * s[3] * nterms > 4e8) continue;
       ++i;
-      const int tile_n = (i % 2) ? 128 : 192;
+      // 192-wide tiles exist for two-slice bf16 and tf32 (ffi/fused/generate.py).
+      const bool wide_ok = fused_schemes()[sc].slices == 2 && fused_schemes()[sc].type != fused::SliceType::kFP16;
+      const int tile_n = (i % 2 || !wide_ok) ? 128 : 192;
       const int kc = (i % 3 == 0) ? 0 : (i % 3 == 1 ? 1 : 4);
       // Splits where there are chunks to split (checked against fused::check below).
       // (not with fp16's row scaling: the backend splits only unscaled products).
@@ -196,7 +199,7 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
   std::vector<uint8_t> ab, bb;
   make(c.m, av, ab);
   make(c.n, bv, bb);
-  if (c.with_inf) {  // one Inf in A's hi slice: the flag must rise
+  if (c.with_inf) {  // one Inf in A's hi slice: Inf (or NaN) where the reference has it
     av[0] = INFINITY;
     store(s.type, INFINITY, ab, 0);
   }
@@ -209,14 +212,13 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
   }
 
   fused::Problem p;
-  Device da(ab.size()), db(bb.size()), dc(size_t(c.splits * c.batch * c.m * c.n) * 4), dflag(4);
+  Device da(ab.size()), db(bb.size()), dc(size_t(c.splits * c.batch * c.m * c.n) * 4);
   Device dr(rexp.size() * 4), dl(cexp.size() * 4);
   upload(da, ab);
   upload(db, bb);
   p.a = da.ptr;
   p.b = db.ptr;
   p.c = static_cast<float*>(dc.ptr);
-  p.nonfinite = static_cast<int*>(dflag.ptr);
   if (s.row_scaling) {
     upload(dr, rexp);
     upload(dl, cexp);
@@ -245,7 +247,6 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
     *detail = "check refused a valid problem: " + why;
     return false;
   }
-  CHECK_CUDA(cudaMemset(dflag.ptr, 0, 4));
   // Poison C (NaN): an entry the kernel does not write fails the host check.
   // compute-sanitizer's initcheck cannot tell: it does not see TMA stores.
   CHECK_CUDA(cudaMemset(dc.ptr, 0xFF, size_t(c.splits * c.batch * c.m * c.n) * 4));
@@ -256,7 +257,6 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
   }
   CHECK_CUDA(cudaDeviceSynchronize());
   const auto got = download<float>(dc, size_t(c.splits * c.batch * c.m * c.n));
-  const int flag = download<int>(dflag, 1)[0];
 
   double worst = 0;
   bool inf_seen = false;
@@ -288,10 +288,10 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
         worst = std::isnan(err) ? INFINITY : std::max(worst, err);
       }
   char buf[160];
-  std::snprintf(buf, sizeof buf, "max error %.2e of sum |terms|, flag %d", worst, flag);
+  std::snprintf(buf, sizeof buf, "max error %.2e of sum |terms|%s", worst, inf_seen ? ", Inf seen" : "");
   *detail = buf;
-  if (c.with_inf) return flag == 1 && inf_seen && worst <= std::ldexp(1.0, -20);
-  return worst <= std::ldexp(1.0, -20) && flag == 0;
+  if (c.with_inf) return inf_seen && worst <= std::ldexp(1.0, -20);
+  return worst <= std::ldexp(1.0, -20);
 }
 
 // ----------------------------------------------------------------- int8 --

@@ -4,8 +4,8 @@
 namespace jaxemu {
 namespace fused {
 
-std::string run_bf16_n192(const Problem& p, cudaStream_t stream) {
-  return launch<Traits<cutlass::bfloat16_t, 192>>(p, stream);
+std::string run_tf32_s2_n192(const Problem& p, cudaStream_t stream) {
+  return launch<Traits<cutlass::tfloat32_t, 192, 2, 1>>(p, stream);
 }
 
 }  // namespace fused
