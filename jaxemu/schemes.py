@@ -499,7 +499,13 @@ _add(FloatSplit("fp16", "fp16", 1, ((0, 0),), scaling="row",
 _add(FloatSplit("bf16x3", "bf16", 2, _X3, kc=_KC, source="Henry et al. 2019; XLA BF16_BF16_F32_X3"))
 _add(FloatSplit("bf16x6", "bf16", 3, _X6, kc=_KC, source="APE FP32-B; XLA BF16_BF16_F32_X6"))
 _add(FloatSplit("bf16x9", "bf16", 3, _X9, kc=_KC, source="cuBLAS BF16x9; XLA BF16_BF16_F32_X9"))
-_add(FloatSplit("tf32x3", "tf32", 2, _X3, kc=_KC, source="APE FP32-T; CUTLASS 3xTF32"))
+# tf32x3 promotes every 32 K-steps, one K-tile of the fused kernel (128 bytes
+# of tf32): its three products share one partial accumulator per chunk
+# (ffi/fused/mainloop.cuh), and at kc = 64 the small terms of a chunk's
+# second K-tile add into a partial that already holds hi*hi, truncated at
+# its scale (H100, 2026-11-25: error / SGEMM's on uniform(0,1) at 8192 x 128
+# x 262144 1.68 -> 2.54 with the shared partial at kc = 64).
+_add(FloatSplit("tf32x3", "tf32", 2, _X3, kc=32, source="APE FP32-T; CUTLASS 3xTF32"))
 # SGEMM-cube / Ootomo: lo = fp16((x - hi) 2^sb); sb = 12 (cube's default).
 _add(FloatSplit("fp16x3", "fp16", 2, _X3, lo_scale_bits=12, scaling="row", kc=_KC,
                 source="APE FP32-F; Ootomo & Yokota 2022; SGEMM-cube"))
