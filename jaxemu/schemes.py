@@ -159,6 +159,11 @@ class FloatSplit(Scheme):
       kc: promotion interval. Partial sums leave the tensor-core accumulator every
         kc K-steps and are added in FP32 round-to-nearest (DESIGN.md 2.1: Hopper's
         tensor-core accumulation is not RN). None: one accumulation over all of K.
+        The cuda backend's fused kernel adds the terms of equal weight into one
+        partial, smallest first in each K-tile of 64 (tf32: 32) K-steps: at a kc
+        of one K-tile each term's truncation is at its own scale; beyond it, the
+        small terms of later K-tiles are truncated at hi*hi's scale too, so a
+        longer kc costs more accuracy there than on the xla backend.
       termwise: accumulate products of each magnitude level (i + j) separately and
         add the levels smallest first, hi*hi last (SGEMM-cube).
     """

@@ -234,6 +234,7 @@ X6_BF16 = [(0, 64)] * 3 + [(0, 8)] * 2 + [(0, 1)]
     (16384, 8, X3_FP16, (2, 2, 1, 8)),  # fp16x3, the k-means update
     (16384, 32, X6_BF16, (1, 0, 1, 1)),  # bf16x6: one weight, one partial
     (100, 9, [(-12, 7), (-12, 5), (0, 3)], (2, 2, 3, 3)),  # group 1's interval: a multiple of group 0's
+    (40, 3, [(-12, 2), (-12, 2), (0, 4)], (2, 2, 2, 2)),  # group 1 asks for less: group 0 follows
     (3, 3, [(0, 1)] * 9, (1, 0, 1, 1)),
 ])
 def test_k_splits_share_the_k_tiles_equally(chunk_check, k_tiles, splits, terms, plan):

@@ -50,6 +50,16 @@ std::string launch(const Problem& p, cudaStream_t stream) {
   if (e != cudaSuccess) return std::string("cannot query the device: ") + cudaGetErrorString(e);
 
   auto kernel = fused_gemm_kernel<T>;
+  // The warpgroups' setmaxnreg split (Traits) must fit the registers the CTA
+  // is launched with, or the consumers' increase waits forever: refuse to
+  // launch if a compiler or flag change gave the kernel fewer.
+  static const int launch_regs = [&] {
+    cudaFuncAttributes attr{};
+    return cudaFuncGetAttributes(&attr, kernel) == cudaSuccess ? attr.numRegs : -1;
+  }();
+  if (128 * T::kProducerRegs + 128 * T::kConsumerWarpgroups * T::kConsumerRegs > T::kThreads * launch_regs)
+    return "kernel compiled with " + std::to_string(launch_regs) + " registers per thread, fewer than its "
+           "warpgroups' register split needs (ffi/fused/traits.cuh)";
   const int smem_bytes = int(sizeof(typename T::SharedStorage));
   e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (e != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);

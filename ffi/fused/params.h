@@ -52,7 +52,11 @@ struct Problem {
 // its terms come first in the order (smallest first). A group promotes every
 // kc_tiles K-tiles, the least of its terms' intervals (aligned from K = 0);
 // group 1's interval is a multiple of group 0's, so that it promotes where
-// group 0 does. At most two groups (register budget: the total and two
+// group 0 does. (Within a chunk of several K-tiles, the small terms of the
+// second and later K-tiles add into a partial that already holds hi*hi, so
+// their truncation is at hi*hi's scale: an interval of one K-tile keeps
+// every term's as when each had its own accumulator; jaxemu/schemes.py's
+// kc says what longer intervals cost.) At most two groups (register budget: the total and two
 // partials are 3 x 64 floats per consumer thread at 128-wide tiles).
 constexpr int kMaxGroups = 2;
 struct TermPlan {
@@ -82,8 +86,11 @@ inline std::string plan_terms(const Problem& p, TermPlan* plan) {
     }
     t.kc_tiles[g] = p.kc_tiles[i] < t.kc_tiles[g] ? p.kc_tiles[i] : t.kc_tiles[g];
   }
-  const int k0 = t.kc_tiles[0];  // group 1's: a multiple of it, at least it
-  t.kc_tiles[1] = t.ngroups == 1 || t.kc_tiles[1] < k0 ? k0 : t.kc_tiles[1] / k0 * k0;
+  // Group 1's interval: a multiple of group 0's. Where it asks for less,
+  // group 0 promotes that often too (more often than asked, never less).
+  if (t.ngroups == 2 && t.kc_tiles[1] < t.kc_tiles[0]) t.kc_tiles[0] = t.kc_tiles[1];
+  const int k0 = t.kc_tiles[0];
+  t.kc_tiles[1] = t.ngroups == 1 ? k0 : t.kc_tiles[1] / k0 * k0;
   *plan = t;
   return "";
 }
