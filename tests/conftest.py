@@ -5,6 +5,7 @@ import zlib
 
 # Tests run on the CPU unless asked otherwise (GPU tests opt in, see test_cuda.py),
 # with 8 host devices for the sharding tests (before JAX initialises).
+_ASKED_PLATFORMS = os.environ.get("JAX_PLATFORMS", "")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
@@ -38,6 +39,84 @@ def pytest_configure(config):
         os.environ["JAXEMU_TEST_SEED"] = str(seed)
 
 
+# Parallel runs (pytest-xdist, in the "test" extra). The tests are
+# compile-bound and mostly single-threaded, so a run of a directory (the whole
+# suite) or of several files goes to one worker process per core, at most
+# MAX_WORKERS: on CI's 2 cores this nearly halves the time. One file or one
+# test runs in-process, and so does everything with -n 0, -p no:xdist, without
+# pytest-xdist, and on a GPU (JAX_PLATFORMS other than cpu: each worker would
+# claim the GPU's memory). -n N or PYTEST_XDIST_AUTO_NUM_WORKERS=N choose the
+# count. Tests are handed out one at a time, except that a test file with a
+# module-scoped fixture goes to one worker whole, so the fixture is built once.
+MAX_WORKERS = 4
+_SCHEDULE = {}
+
+
+def _in_worker(config):
+    return hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
+
+
+def _wants_workers(config):
+    if config.option.numprocesses is not None or config.getoption("usepdb", False) or config.option.collectonly:
+        return False
+    if _ASKED_PLATFORMS and _ASKED_PLATFORMS.strip().lower() != "cpu":
+        return False
+    paths = [str(a).split("::")[0] for a in (config.args or [])]
+    files = {p for p in paths if os.path.isfile(p)}
+    return any(os.path.isdir(p) for p in paths) or len(files) > 1
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    if _in_worker(config) or not config.pluginmanager.has_plugin("xdist"):
+        return
+    if _wants_workers(config):
+        config.option.numprocesses = "auto"
+    if config.option.dist == "no" and config.option.numprocesses:
+        config.option.dist = "loadscope"
+        _SCHEDULE["ours"] = True
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "")
+    if env.strip():
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_WORKERS))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if not _SCHEDULE.get("ours"):
+        return None
+    import re
+    from xdist.scheduler import LoadScopeScheduling
+
+    shared = {}
+
+    def module_fixture(path):
+        if path not in shared:
+            try:
+                src = (config.rootpath / path).read_text()
+            except OSError:
+                src = ""
+            shared[path] = re.search(r"scope\s*=\s*[\"'](module|package|session)[\"']", src) is not None
+        return shared[path]
+
+    class Schedule(LoadScopeScheduling):
+        # One unit per test, or per file for files with module-scoped fixtures;
+        # the larger units (those files) are handed out first.
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::")[0]
+            return path if module_fixture(path) else nodeid
+
+    return Schedule(config, log)
+
+
 def pytest_report_header(config):
     import randomized
     seed = randomized.seed_from_env()
@@ -46,12 +125,40 @@ def pytest_report_header(config):
             f"JAXEMU_TEST_SEED={seed} or --seed {seed}")
 
 
-def pytest_terminal_summary(terminalreporter):
+# The randomized suite's tally: this process's, plus (under xdist) the workers'.
+_WORKER_TALLIES = []
+
+
+def _local_tally():
     mod = sys.modules.get("test_random")
-    if mod is None or not mod.TALLY.cases:
+    return None if mod is None else mod.TALLY
+
+
+def pytest_sessionfinish(session):
+    t = _local_tally()
+    if t is not None and hasattr(session.config, "workeroutput"):  # an xdist worker
+        import dataclasses
+        session.config.workeroutput["jaxemu_tally"] = dataclasses.asdict(t)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    out = getattr(node, "workeroutput", None) or {}
+    if "jaxemu_tally" in out:
+        _WORKER_TALLIES.append(out["jaxemu_tally"])
+
+
+def pytest_terminal_summary(terminalreporter):
+    import randomized
+    t = randomized.Tally()
+    if _local_tally() is not None:
+        t.add(_local_tally())
+    for w in _WORKER_TALLIES:
+        t.add(randomized.Tally(**w))
+    if not t.cases:
         return
-    t = mod.TALLY
+    seed = randomized.seed_from_env()
     terminalreporter.write_line(
-        f"jaxemu randomized: seed {mod.SEED}: {t.cases} cases checked ({t.entries} output entries, "
+        f"jaxemu randomized: seed {seed}: {t.cases} cases checked ({t.entries} output entries, "
         f"{t.specials} NaN/Inf entries exact, {t.order_dependent} order-dependent, {t.normwise} "
-        f"normwise bounds, {t.reruns} bit-identical reruns, {t.bad_inputs} bad inputs); reproduce with JAXEMU_TEST_SEED={mod.SEED}")
+        f"normwise bounds, {t.reruns} bit-identical reruns, {t.bad_inputs} bad inputs); reproduce with JAXEMU_TEST_SEED={seed}")
