@@ -13,6 +13,30 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
 # auto's cost models: never the user's calibration cache (tests calibrate into their own).
 os.environ["JAXEMU_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxemu-test-cache-")
 
+# XLA's compilations are most of the suite's time, and many tests compile the
+# same program again (a fresh jit of an equal function: in-memory caches miss).
+# On the CPU each test process keeps JAX's persistent compilation cache in a
+# directory of its own (never shared between xdist workers: entries are
+# written without a lock), deleted at exit: an equal program (same HLO,
+# options and flags) is compiled once per process. JAXEMU_TEST_XLA_CACHE=0,
+# or JAX_COMPILATION_CACHE_DIR set by the user, leaves JAX's settings alone.
+# A test that needs a real recompilation changes a compile option
+# (test_random.py's FRESH), which changes the cache key.
+if (os.environ.get("JAXEMU_TEST_XLA_CACHE", "1") != "0" and os.environ["JAX_PLATFORMS"] == "cpu"
+        and os.environ.get("JAX_COMPILATION_CACHE_DIR", "") in ("", os.environ.get("JAXEMU_TEST_XLA_CACHE_DIR"))):
+    import atexit
+    import shutil
+    _xla_cache = tempfile.mkdtemp(prefix="jaxemu-test-xla-")
+    atexit.register(shutil.rmtree, _xla_cache, ignore_errors=True)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.environ["JAXEMU_TEST_XLA_CACHE_DIR"] = _xla_cache
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
+    if "jax" in sys.modules:  # imported before this file: set its config too
+        import jax
+        jax.config.update("jax_compilation_cache_dir", _xla_cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
 import numpy as np
 import pytest
 
@@ -31,6 +55,13 @@ def pytest_addoption(parser):
     parser.addoption("--seed", type=int, default=None,
                      help="seed of the randomized cases (tests/test_random.py); default: "
                           "$JAXEMU_TEST_SEED or tests/randomized.py's DEFAULT_SEED")
+
+
+def pytest_unconfigure(config):
+    d = os.environ.get("JAXEMU_TEST_XLA_CACHE_DIR")
+    if d and d == os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        import shutil
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def pytest_configure(config):
