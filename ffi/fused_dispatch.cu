@@ -11,7 +11,7 @@
 namespace jaxemu {
 namespace fused {
 
-#define JAXEMU_FUSED_DECLARE(name, type, slices, tile_n, partials) \
+#define JAXEMU_FUSED_DECLARE(name, type, slices, tile_n, partials, terms0, terms1) \
   std::string run_##name(const Problem&, cudaStream_t);
 JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_DECLARE)
 #undef JAXEMU_FUSED_DECLARE
@@ -93,13 +93,20 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
   return e == cudaSuccess ? "" : std::string("split kernel launch: ") + cudaGetErrorString(e);
 }
 
-// The kernel of a configuration, or null when none was generated.
+// The kernel of a configuration, or null when none was generated: the one
+// compiled for the plan's term counts if there is one (its wgmma of a K-tile
+// are one group), else the one that reads the counts at run time.
 using RunFn = std::string (*)(const Problem&, cudaStream_t);
-static RunFn kernel_for(SliceType t, int slices, int tile_n, int groups) {
-#define JAXEMU_FUSED_MATCH(name, type, s, tn, partials) \
-  if (t == SliceType::type && slices == s && tile_n == tn && groups <= partials) return run_##name;
-  JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_MATCH)
-#undef JAXEMU_FUSED_MATCH
+static RunFn kernel_for(SliceType t, int slices, int tile_n, const TermPlan& plan, int nterms) {
+  const int n0 = nterms - plan.n1, n1 = plan.n1;
+#define JAXEMU_FUSED_FIXED(name, type, s, tn, partials, t0, t1) \
+  if (t == SliceType::type && slices == s && tile_n == tn && t0 == n0 && t1 == n1) return run_##name;
+  JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_FIXED)
+#undef JAXEMU_FUSED_FIXED
+#define JAXEMU_FUSED_ANY(name, type, s, tn, partials, t0, t1) \
+  if (t == SliceType::type && slices == s && tile_n == tn && t0 == 0 && plan.ngroups <= partials) return run_##name;
+  JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_ANY)
+#undef JAXEMU_FUSED_ANY
   return nullptr;
 }
 
@@ -124,7 +131,7 @@ std::string check(SliceType t, const Problem& p) {
   TermPlan plan;
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;
-  if (!kernel_for(t, p.sa, p.tile_n, plan.ngroups))
+  if (!kernel_for(t, p.sa, p.tile_n, plan, p.nterms))
     return std::string("no kernel for ") + type_name(t) + " with " + std::to_string(p.sa) + " slices, " +
            std::to_string(plan.ngroups) + " term weights and tile_n " + std::to_string(p.tile_n) +
            " (ffi/fused/generate.py lists the configurations)";
@@ -139,7 +146,7 @@ std::string run(SliceType t, const Problem& p, cudaStream_t stream) {
   if (!why.empty()) return why;
   TermPlan plan;
   plan_terms(p, &plan);
-  return kernel_for(t, p.sa, p.tile_n, plan.ngroups)(p, stream);
+  return kernel_for(t, p.sa, p.tile_n, plan, p.nterms)(p, stream);
 }
 
 }  // namespace fused

@@ -191,12 +191,8 @@ def test_kernel_table_matches_the_generated_kernels():
         "generate", Path(__file__).resolve().parents[1] / "ffi" / "fused" / "generate.py")
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
-    table = {}
-    for fmt, slices, tn, partials in gen.CONFIGS:
-        tiles, p = table.get((fmt, slices), ((), partials))
-        assert p == partials
-        table[(fmt, slices)] = (tuple(sorted(tiles + (tn,))), partials)
-    assert table == F.KERNELS
+    assert tuple(gen.CONFIGS) == F.KERNELS
+    assert len({gen.config_name(c[0], c[1], c[2], c[4]) for c in gen.CONFIGS}) == len(gen.CONFIGS)
     from jaxemu.schemes import FloatSplit
     for name in FLOAT:  # every catalogue scheme has a kernel
         assert F.kernel_tiles(jaxemu.get_scheme(name)), name
@@ -205,6 +201,30 @@ def test_kernel_table_matches_the_generated_kernels():
                        lo_scale_bits=11, scaling="row")
     assert F.kernel_tiles(x4) == () and F.kernel_tiles(f16x6) == ()
     assert F.kernel_tiles(f16x6.replace(lo_scale_bits=0)) == ()  # no 3-slice fp16 kernel at all
+
+
+def test_catalogue_schemes_get_kernels_compiled_for_their_term_counts():
+    # The catalogue's schemes run on a kernel whose term counts are template
+    # parameters (one wgmma group per K-tile); a custom term list of a slice
+    # type and count that has kernels runs on the 128-wide run-time-count one.
+    from jaxemu.schemes import FloatSplit
+    expect = {"bf16x3": (3, 0), "bf16x6": (6, 0), "bf16x9": (9, 0), "tf32x3": (3, 0), "fp16x3": (1, 2),
+              "fp16x3_bitcut": (1, 2)}
+    for name, groups in expect.items():
+        s = jaxemu.get_scheme(name)
+        assert F.term_groups(s) == groups, name
+        fixed = tuple(sorted(c[2] for c in F.KERNELS if c[:2] == (s.fmt, s.slices) and c[4] == groups))
+        assert fixed and F.kernel_tiles(s) == fixed, name
+    bf16x4 = FloatSplit("bf16x4_custom", "bf16", 2, ((0, 0), (0, 1), (1, 0), (1, 1)))
+    assert F.term_groups(bf16x4) == (4, 0) and F.kernel_tiles(bf16x4) == (128,)
+    fp16x2 = FloatSplit("fp16x2_custom", "fp16", 2, ((0, 0), (0, 1)), lo_scale_bits=12, scaling="row")
+    assert F.term_groups(fp16x2) == (1, 1) and F.kernel_tiles(fp16x2) == (128,)
+    # Three weights (hi*hi, the corrections, lo*lo): more than two partial accumulators.
+    fp16x4 = FloatSplit("fp16x4_custom", "fp16", 2, ((0, 0), (0, 1), (1, 0), (1, 1)), lo_scale_bits=12,
+                        scaling="row")
+    assert F.term_groups(fp16x4) == (1, 3) and F.kernel_tiles(fp16x4) == ()
+    fp16_3w = fp16x4.replace(products=((0, 0), (0, 1), (1, 1)))  # 1 + 2 terms, but three weights
+    assert F.term_groups(fp16_3w) == (1, 2) and F.kernel_tiles(fp16_3w) == ()
 
 
 @pytest.fixture(scope="module")

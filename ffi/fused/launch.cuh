@@ -22,6 +22,9 @@ std::string launch(const Problem& p, cudaStream_t stream) {
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;
   if (plan.ngroups > T::kPartials) return "more term weights than the kernel's partial accumulators";
+  if (T::kFixedTerms && (plan.n1 != T::kTerms1 || p.nterms - plan.n1 != T::kTerms0))
+    return "term counts do not match the kernel's (" + std::to_string(T::kTerms0) + " + " +
+           std::to_string(T::kTerms1) + ")";
   const int32_t m = int32_t(p.m), n = int32_t(p.n), k = int32_t(p.k), L = int32_t(p.batch);
   auto gA = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.a)), T::gmem_layout(m, k, p.sa, L));
   auto gB = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.b)), T::gmem_layout(n, k, p.sb, L));

@@ -119,17 +119,28 @@ struct Mainloop {
         warpgroup_arrive();
         // Group 1's terms (the smaller weight) come first in the order
         // (TermPlan::n1 of them), then group 0's: one loop per accumulator.
-        if constexpr (T::kPartials > 1) {
-#pragma unroll 1
-          for (int t = 0; t < plan.n1; ++t) {
-            term(tiled_mma, tCrA, tCrB, base + p.term_a[t], base + p.term_b[t], p1, fresh1);
-            fresh1 = false;
-          }
-        }
-#pragma unroll 1
-        for (int t = plan.n1; t < p.nterms; ++t) {
-          term(tiled_mma, tCrA, tCrB, base + p.term_a[t], base + p.term_b[t], p0, fresh0);
+        if constexpr (T::kFixedTerms) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int t = 0; t < T::kTerms1; ++t)
+            term(tiled_mma, tCrA, tCrB, base + p.term_a[t], base + p.term_b[t], p1, t == 0 && fresh1);
+          CUTLASS_PRAGMA_UNROLL
+          for (int t = T::kTerms1; t < T::kTerms1 + T::kTerms0; ++t)
+            term(tiled_mma, tCrA, tCrB, base + p.term_a[t], base + p.term_b[t], p0, t == T::kTerms1 && fresh0);
+          fresh1 = false;
           fresh0 = false;
+        } else {
+          if constexpr (T::kPartials > 1) {
+#pragma unroll 1
+            for (int t = 0; t < plan.n1; ++t) {
+              term(tiled_mma, tCrA, tCrB, base + p.term_a[t], base + p.term_b[t], p1, fresh1);
+              fresh1 = false;
+            }
+          }
+#pragma unroll 1
+          for (int t = plan.n1; t < p.nterms; ++t) {
+            term(tiled_mma, tCrA, tCrB, base + p.term_a[t], base + p.term_b[t], p0, fresh0);
+            fresh0 = false;
+          }
         }
         warpgroup_commit_batch();
         warpgroup_wait<1>();  // the previous K-tile's batch is done: release its stage

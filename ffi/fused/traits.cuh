@@ -18,7 +18,7 @@ namespace fused {
 
 using namespace cute;
 
-template <class Element_, int TileN_, int Slices_, int Partials_>
+template <class Element_, int TileN_, int Slices_, int Partials_, int Terms0_ = 0, int Terms1_ = 0>
 struct Traits {
   using Element = Element_;  // cutlass::bfloat16_t, cutlass::half_t or cutlass::tfloat32_t
   static constexpr int kTileM = 128;  // two consumer warpgroups of 64 rows
@@ -35,6 +35,19 @@ struct Traits {
   static constexpr int kPartials = Partials_;
   static_assert(kPartials >= 1 && kPartials <= kMaxGroups, "one or two partial accumulators");
   static_assert((1 + kPartials) * kTileN / 2 <= 192, "accumulators beyond the consumers' register budget");
+  // Terms per K-tile in group 0 (the largest weight) and group 1 (TermPlan),
+  // known at compile time, or kTerms0 == 0: read from the Problem at run
+  // time (any scheme of this slice type and count). With the counts fixed,
+  // the K-tile's wgmma of every term are one unrolled sequence: one
+  // warpgroup arrive, one commit group, and the next K-tile's batch issues
+  // while this one runs. With run-time counts, ptxas closes a wgmma group
+  // after every term (its C7519 notes; docs/performance.md). The slice
+  // indices of each term stay run-time values either way.
+  static constexpr int kTerms0 = Terms0_;
+  static constexpr int kTerms1 = Terms1_;
+  static constexpr bool kFixedTerms = kTerms0 > 0;
+  static_assert(!kFixedTerms || kTerms0 + kTerms1 <= kMaxTerms, "more terms than a Problem holds");
+  static_assert(!kFixedTerms || kPartials == (kTerms1 > 0 ? 2 : 1), "one partial accumulator per term group");
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   // Registers per thread after the split (setmaxnreg), from the CTA's own

@@ -53,14 +53,17 @@ from . import xla as xla_backend
 _DTYPES = {"bf16": jnp.bfloat16, "fp16": jnp.float16, "tf32": jnp.float32}
 TILE_M = 128
 # The kernel configurations ffi/fused/generate.py instantiates: (slice
-# format, slices per operand) -> (tile widths, partial accumulators).
+# format, slices per operand, tile width, partial accumulators, (group-0
+# terms, group-1 terms) or None: any term list, counts read at run time).
 # (tests/test_fused_layout.py checks this table against generate.py.)
-KERNELS = {
-    ("bf16", 2): ((128, 192), 1),
-    ("bf16", 3): ((128,), 1),
-    ("tf32", 2): ((128, 192), 1),
-    ("fp16", 2): ((128,), 2),
-}
+KERNELS = (
+    ("bf16", 2, 128, 1, (3, 0)), ("bf16", 2, 192, 1, (3, 0)),
+    ("bf16", 3, 128, 1, (6, 0)), ("bf16", 3, 128, 1, (9, 0)),
+    ("tf32", 2, 128, 1, (3, 0)), ("tf32", 2, 192, 1, (3, 0)),
+    ("fp16", 2, 128, 2, (1, 2)),
+    ("bf16", 2, 128, 1, None), ("bf16", 3, 128, 1, None),
+    ("tf32", 2, 128, 1, None), ("fp16", 2, 128, 2, None),
+)
 # Relative speed of the two tile widths on full tiles (H200, bf16, promoted
 # GEMM at 8192 x 8192 x 49152: 454 vs 492 TFLOP/s with 1x1 clusters,
 # the per-level CUTLASS kernel this one replaced): a 192-wide tile pays unless
@@ -86,15 +89,29 @@ def term_weights(s: FloatSplit) -> int:
     return len({s.lo_scale_bits * (i + j) for i, j in s.products})
 
 
+def term_groups(s: FloatSplit) -> Tuple[int, int]:
+    """(terms of the largest weight, the others): the kernel's two partial
+    accumulators (ffi/fused/params.h: TermPlan)."""
+    weights = [-s.lo_scale_bits * (i + j) for i, j in s.products]
+    n0 = weights.count(max(weights))
+    return n0, len(weights) - n0
+
+
 def kernel_tiles(s: FloatSplit) -> Tuple[int, ...]:
     """The tile widths of the fused kernel that runs ``s``, or () when none
-    does (then the xla backend runs it): a stage holds every slice, so
-    4-slice schemes do not fit; more weights than partial accumulators
-    (fp16 with three slices) do not either."""
-    tiles, partials = KERNELS.get((s.fmt, s.slices), ((), 0))
-    return tiles if term_weights(s) <= partials else ()
+    does (then the xla backend runs it). A kernel compiled for the scheme's
+    term counts is preferred (the catalogue's schemes; one wgmma group per
+    K-tile); any other term list runs on the 128-wide kernel that reads
+    its counts at run time. A stage holds every slice, so 4-slice schemes
+    do not fit; more weights than partial accumulators (fp16 with three
+    slices) do not either."""
+    def widths(fixed):
+        return tuple(sorted(tn for fmt, sl, tn, partials, terms in KERNELS
+                            if fmt == s.fmt and sl == s.slices and fixed(terms, partials)))
 
-
+    weights, groups = term_weights(s), term_groups(s)
+    exact = widths(lambda terms, partials: terms == groups and weights <= partials)
+    return exact or widths(lambda terms, partials: terms is None and weights <= partials)
 
 
 class Terms(NamedTuple):

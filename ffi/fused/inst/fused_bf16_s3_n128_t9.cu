@@ -4,8 +4,8 @@
 namespace jaxemu {
 namespace fused {
 
-std::string run_fp16_s2_n128(const Problem& p, cudaStream_t stream) {
-  return launch<Traits<cutlass::half_t, 128, 2, 2>>(p, stream);
+std::string run_bf16_s3_n128_t9(const Problem& p, cudaStream_t stream) {
+  return launch<Traits<cutlass::bfloat16_t, 128, 3, 1, 9, 0>>(p, stream);
 }
 
 }  // namespace fused

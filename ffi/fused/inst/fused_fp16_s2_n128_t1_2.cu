@@ -4,8 +4,8 @@
 namespace jaxemu {
 namespace fused {
 
-std::string run_bf16_s3_n128(const Problem& p, cudaStream_t stream) {
-  return launch<Traits<cutlass::bfloat16_t, 128, 3, 1>>(p, stream);
+std::string run_fp16_s2_n128_t1_2(const Problem& p, cudaStream_t stream) {
+  return launch<Traits<cutlass::half_t, 128, 2, 2, 1, 2>>(p, stream);
 }
 
 }  // namespace fused
