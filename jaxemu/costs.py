@@ -37,16 +37,20 @@ import numpy as np
 Shape = Tuple[int, int, int, int]  # (B, M, N, K)
 SCHEMES = ("fp32", "fp16x3", "bf16x6")
 
-# H200 (driver 580.159.04, jax 0.11.2), cuda backend, 2026-11-21, inputs
-# uniform(-1, 1): milliseconds, medians after warm-up, from the runs in
-# docs/performance.md ("M = N = K = 8192" and "Other shapes" tables; the
-# emulated times are SGEMM's time over the speedup measured in the same run).
-_H200_SGEMM = {(1, 1024, 1024, 1024): 0.062, (1, 2048, 2048, 2048): 0.356, (1, 4096, 4096, 4096): 2.766,
-               (1, 8192, 8192, 8192): 22.12, (1, 16384, 16384, 16384): 169.4, (1, 8192, 8192, 256): 0.768,
-               (1, 256, 8192, 8192): 0.736, (8, 2048, 2048, 2048): 2.725}
+# H200 (driver 580.159.04, jax 0.11.2), cuda backend, 2026-11-25, inputs
+# uniform(-1, 1): milliseconds (SGEMM) and speedups over SGEMM measured in the
+# same run, fused kernels with fixed term counts (commit c8c9b0f). The first
+# eight from `python scripts/cost_points.py --repeats 5`; the application
+# shapes (the last three: k-means distances and update, kNN) from `python -m
+# jaxemu.bench --suite shapes --reps 5`, the next call on the same machine
+# (docs/performance.md, "H200, 2026-11-25").
+_H200_SGEMM = {(1, 1024, 1024, 1024): 0.060, (1, 2048, 2048, 2048): 0.353, (1, 4096, 4096, 4096): 2.742,
+               (1, 8192, 8192, 8192): 21.824, (1, 16384, 16384, 16384): 170.375, (1, 8192, 8192, 256): 0.763,
+               (1, 256, 8192, 8192): 0.707, (8, 2048, 2048, 2048): 2.676, (1, 1048576, 1024, 256): 12.22,
+               (1, 1024, 256, 1048576): 11.06, (1, 8192, 262144, 128): 13.37}
 _H200_SPEEDUP = {  # x SGEMM, same order as _H200_SGEMM
-    "fp16x3": (0.35, 1.29, 2.22, 3.00, 3.07, 1.09, 0.92, 1.65),
-    "bf16x6": (0.33, 0.81, 1.31, 1.66, 1.62, 0.95, 0.48, 1.02),
+    "fp16x3": (0.70, 1.90, 2.94, 3.40, 3.30, 2.05, 1.10, 2.35, 1.97, 0.94, 1.73),
+    "bf16x6": (0.89, 1.65, 2.00, 2.17, 2.17, 2.11, 0.97, 1.73, 1.87, 0.86, 2.06),
 }
 
 
@@ -88,7 +92,7 @@ def _h100_points() -> Dict[str, Dict[Shape, float]]:
 
 
 # (device kind substring, backend) -> (source, measured points)
-SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-21 (docs/performance.md)", _h200_points),
+SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-25 (docs/performance.md)", _h200_points),
            ("H100", "cuda"): ("shipped: H100 measurements of 2026-11-24 (docs/performance.md)", _h100_points)}
 
 
