@@ -34,13 +34,14 @@ __device__ __forceinline__ void reduce_amax(const SplitProblem& p, uint32_t m) {
   if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned*>(p.amax_bits), block_max);
 }
 
-// The split of a (batch, rows, k) operand: one thread per 4 values of a row
+// The split of a (batch, rows, k) operand: one thread per 8 values of a row
 // (grid-stride), split_rows_task in fused/split.cuh.
+constexpr int kRowValues = 8;
 __global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p) {
-  const int64_t tasks = p.batch * p.rows * (p.k_out / 4);
+  const int64_t tasks = p.batch * p.rows * (p.k_out / kRowValues);
   uint32_t m = 0;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < tasks; t += int64_t(gridDim.x) * blockDim.x)
-    m = max(m, split_rows_task(p, t));
+    m = max(m, split_rows_task<kRowValues>(p, t));
   if (p.amax_bits) reduce_amax(p, m);
 }
 
@@ -86,7 +87,7 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
     const int blocks = int(std::min(transposed_tiles(p.batch, p.k_out, p.rows), cap));
     split_transposed_kernel<<<blocks, kTileThreads, 0, stream>>>(p);
   } else {
-    const int64_t tasks = p.batch * p.rows * (p.k_out / 4);
+    const int64_t tasks = p.batch * p.rows * (p.k_out / kRowValues);
     split_rows_kernel<<<int(std::min((tasks + 255) / 256, cap)), 256, 0, stream>>>(p);
   }
   cudaError_t e = cudaGetLastError();

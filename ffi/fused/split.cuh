@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -63,7 +64,16 @@ __host__ __device__ __forceinline__ float round_bits(float x, int mant) {
 
 // The fp16 grid value of x (|x| < 65504 after row scaling), subnormals
 // included: to nearest even or toward zero (xla.py: to_fp16_grid).
+// On the device, the hardware conversion rounds onto the same grid (to
+// nearest even or toward zero, subnormals included) in one instruction for
+// every |x| < 65520, which it cannot overflow; the bit code, which the host
+// runs, takes the rest (NaN, Inf, and finite values past fp16's range).
+// tests/native/kernel_check's split cases hold the two to the same bits.
 __host__ __device__ __forceinline__ float fp16_grid(float x, bool truncate) {
+#ifdef __CUDA_ARCH__
+  if ((bits_of(x) & 0x7FFFFFFFu) < 0x477FF000u)  // |x| < 65520
+    return __half2float(truncate ? __float2half_rz(x) : __float2half_rn(x));
+#endif
   if ((bits_of(x) & 0x7FFFFFFFu) < 0x38800000u) {  // |x| < 2^-14 (zeros too): the 2^-24 grid
     const float scaled = x * 16777216.0f;              // 2^24, exact
     return (truncate ? truncf(scaled) : rintf(scaled)) * 5.9604644775390625e-8f;  // 2^-24
@@ -79,6 +89,13 @@ __host__ __device__ __forceinline__ uint32_t abs_bits(float x) { return bits_of(
 __host__ __device__ __forceinline__ float slice_of(const SplitProblem& p, float r) {
   if (p.type == SliceType::kFP16) return fp16_grid(r, p.truncate);
   const int mant = p.type == SliceType::kBF16 ? 7 : 10;
+#ifdef __CUDA_ARCH__
+  // bf16 to nearest even in hardware where it cannot round to Inf (|r| below
+  // the midpoint between bf16's largest finite value and 2^128): the same
+  // bits as round_bits (see fp16_grid).
+  if (p.type == SliceType::kBF16 && !p.truncate && (bits_of(r) & 0x7FFFFFFFu) < 0x7F7F8000u)
+    return __bfloat162float(__float2bfloat16_rn(r));
+#endif
   return p.truncate ? truncate_bits(r, mant) : round_bits(r, mant);
 }
 
@@ -138,34 +155,41 @@ __host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, con
   }
 }
 
-// Not transposed: task t of batch * rows * (k_out / 4) handles the 4 values
-// k0 .. k0 + 3 of one row; adjacent tasks are adjacent in memory (a warp
-// reads 512 contiguous bytes and writes, per slice, 128 contiguous values
-// split over two tiles). Returns the largest abs_bits of the values.
+// Not transposed: task t of batch * rows * (k_out / N) handles the N values
+// k0 .. k0 + N - 1 of one row (N = 4 or 8: it divides every tile's K);
+// adjacent tasks are adjacent in memory (a warp reads 32 N contiguous floats
+// and writes, per slice, 32 N contiguous values over 32 N / TK tiles; the
+// kernel takes N = 8: 16-byte stores of 16-bit slices, and half the index
+// arithmetic per value). Returns the largest abs_bits of the values.
+template <int N = 4>
 __host__ __device__ __forceinline__ uint32_t split_rows_task(const SplitProblem& p, int64_t t) {
+  static_assert(N == 4 || N == 8, "4 or 8 values per task");
   int64_t row_id, group, b, r;
-  divmod(t, p.k_out / 4, &row_id, &group);
+  divmod(t, p.k_out / N, &row_id, &group);
   divmod(row_id, p.rows, &b, &r);
-  const int64_t k0 = group * 4;
-  float v[4] = {0.f, 0.f, 0.f, 0.f};
+  const int64_t k0 = group * N;
+  float v[N] = {};
   const float* src = p.x + row_id * p.k + k0;
   if (k0 < p.k) {
 #ifdef __CUDA_ARCH__
-    if (k0 + 4 <= p.k && (p.k & 3) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0) {
-      const float4 q = __ldg(reinterpret_cast<const float4*>(src));
-      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    if (k0 + N <= p.k && (p.k & 3) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0) {
+#pragma unroll
+      for (int q = 0; q < N; q += 4) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(src + q));
+        v[q] = f.x, v[q + 1] = f.y, v[q + 2] = f.z, v[q + 3] = f.w;
+      }
     } else
 #endif
     {
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < N; ++j)
         if (k0 + j < p.k) v[j] = src[j];
     }
   }
-  write_slices<4>(p, v, p.exp ? p.exp[row_id] : 0, b, r, k0);
+  write_slices<N>(p, v, p.exp ? p.exp[row_id] : 0, b, r, k0);
   uint32_t m = 0;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) m = abs_bits(v[j]) > m ? abs_bits(v[j]) : m;
+  for (int j = 0; j < N; ++j) m = abs_bits(v[j]) > m ? abs_bits(v[j]) : m;
   return m;
 }
 

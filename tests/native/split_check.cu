@@ -10,6 +10,7 @@
 // with a message on bad input.
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,15 @@ int main(int argc, char** argv) {
   p.out = out.data();
   if (!p.transposed) {
     for (int64_t t = 0; t < p.batch * p.rows * (p.k_out / 4); ++t) split_rows_task(p, t);
+    // The device kernel's 8 values per task must write the same bytes.
+    std::vector<uint4> out8(out.size(), make_uint4(poison, poison, poison, poison));
+    SplitProblem p8 = p;
+    p8.out = out8.data();
+    for (int64_t t = 0; t < p.batch * p.rows * (p.k_out / 8); ++t) split_rows_task<8>(p8, t);
+    if (std::memcmp(out.data(), out8.data(), bytes) != 0) {
+      std::fprintf(stderr, "8 values per task wrote other bytes than 4\n");
+      return 3;
+    }
   } else {
     // The transposed kernel's tasks, each reading its column of x directly
     // instead of from the shared-memory tile the device stages.
