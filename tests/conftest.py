@@ -57,13 +57,6 @@ def pytest_addoption(parser):
                           "$JAXEMU_TEST_SEED or tests/randomized.py's DEFAULT_SEED")
 
 
-def pytest_unconfigure(config):
-    d = os.environ.get("JAXEMU_TEST_XLA_CACHE_DIR")
-    if d and d == os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-        import shutil
-        shutil.rmtree(d, ignore_errors=True)
-
-
 def pytest_configure(config):
     seed = config.getoption("seed", None)
     if seed is not None:

@@ -83,16 +83,21 @@ def tile_k(fmt: str) -> int:
     return 32 if fmt == "tf32" else 64
 
 
+def _weight_exponents(s: FloatSplit) -> List[int]:
+    """Each product's weight 2^e (lo slices scaled by 2^-sb weigh 2^(-sb * level))."""
+    return [-s.lo_scale_bits * (i + j) for i, j in s.products]
+
+
 def term_weights(s: FloatSplit) -> int:
     """Distinct term weights of the scheme: the partial accumulators its
-    products need (lo slices scaled by 2^-sb weigh 2^(-sb * level))."""
-    return len({s.lo_scale_bits * (i + j) for i, j in s.products})
+    products need."""
+    return len(set(_weight_exponents(s)))
 
 
 def term_groups(s: FloatSplit) -> Tuple[int, int]:
     """(terms of the largest weight, the others): the kernel's two partial
     accumulators (ffi/fused/params.h: TermPlan)."""
-    weights = [-s.lo_scale_bits * (i + j) for i, j in s.products]
+    weights = _weight_exponents(s)
     n0 = weights.count(max(weights))
     return n0, len(weights) - n0
 
