@@ -37,20 +37,19 @@ import numpy as np
 Shape = Tuple[int, int, int, int]  # (B, M, N, K)
 SCHEMES = ("fp32", "fp16x3", "bf16x6")
 
-# H200 (driver 580.159.04, jax 0.11.2), cuda backend, 2026-11-25, inputs
+# H200 (driver 580.159.04, jax 0.11.2), cuda backend, 2026-11-26, inputs
 # uniform(-1, 1): milliseconds (SGEMM) and speedups over SGEMM measured in the
-# same run, fused kernels with fixed term counts (commit c8c9b0f). The first
-# eight from `python scripts/cost_points.py --repeats 5`; the application
-# shapes (the last three: k-means distances and update, kNN) from `python -m
-# jaxemu.bench --suite shapes --reps 5`, the next call on the same machine
-# (docs/performance.md, "H200, 2026-11-25").
-_H200_SGEMM = {(1, 1024, 1024, 1024): 0.060, (1, 2048, 2048, 2048): 0.353, (1, 4096, 4096, 4096): 2.742,
-               (1, 8192, 8192, 8192): 21.824, (1, 16384, 16384, 16384): 170.375, (1, 8192, 8192, 256): 0.763,
-               (1, 256, 8192, 8192): 0.707, (8, 2048, 2048, 2048): 2.676, (1, 1048576, 1024, 256): 12.22,
-               (1, 1024, 256, 1048576): 11.06, (1, 8192, 262144, 128): 13.37}
+# same run, fused kernels with fixed term counts and the 8-value split (commit
+# 405879f), all eleven from one `python scripts/cost_points.py --repeats 5`
+# (the last three: k-means distances and update, kNN; docs/performance.md,
+# "H200, 2026-11-26").
+_H200_SGEMM = {(1, 1024, 1024, 1024): 0.059, (1, 2048, 2048, 2048): 0.346, (1, 4096, 4096, 4096): 2.731,
+               (1, 8192, 8192, 8192): 22.050, (1, 16384, 16384, 16384): 165.265, (1, 8192, 8192, 256): 0.757,
+               (1, 256, 8192, 8192): 0.701, (8, 2048, 2048, 2048): 2.677, (1, 1048576, 1024, 256): 12.372,
+               (1, 1024, 256, 1048576): 10.841, (1, 8192, 262144, 128): 13.334}
 _H200_SPEEDUP = {  # x SGEMM, same order as _H200_SGEMM
-    "fp16x3": (0.70, 1.90, 2.94, 3.40, 3.30, 2.05, 1.10, 2.35, 1.97, 0.94, 1.73),
-    "bf16x6": (0.89, 1.65, 2.00, 2.17, 2.17, 2.11, 0.97, 1.73, 1.87, 0.86, 2.06),
+    "fp16x3": (0.63, 1.93, 3.18, 3.71, 3.42, 2.04, 1.20, 2.50, 2.03, 1.09, 1.69),
+    "bf16x6": (0.75, 1.69, 2.07, 2.30, 2.21, 2.02, 0.94, 1.79, 2.00, 0.91, 2.15),
 }
 
 

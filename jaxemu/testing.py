@@ -103,8 +103,9 @@ def median_time(fn, repeats: int = 5, min_rep_s: float = 0.0) -> float:
     """Median seconds per call of ``fn()`` (a zero-argument callable returning
     arrays) over ``repeats`` timed runs after one warm-up run (compilation).
     With ``min_rep_s`` > 0 each run makes enough back-to-back calls (at most
-    1000) to last that long, so that small problems do not time the dispatch;
-    a run waits for its last result with ``jax.block_until_ready``."""
+    1000) to last that long, so that small problems do not time the dispatch
+    (calls of 5 ms or more run one per timed run); a run waits for its last
+    result with ``jax.block_until_ready``."""
     import time
 
     import jax
@@ -117,5 +118,12 @@ def median_time(fn, repeats: int = 5, min_rep_s: float = 0.0) -> float:
         return (time.perf_counter() - t0) / calls
 
     jax.block_until_ready(fn())
-    calls = max(1, min(1000, int(min_rep_s / max(run(1), 1e-9)))) if min_rep_s > 0 else 1
+    calls = 1
+    if min_rep_s > 0:
+        single = run(1)
+        # Calls of >= 5 ms time the GPU, not the dispatch, one at a time: several
+        # in flight each hold their own output and temporaries (kNN's 8 GiB C
+        # ran an H200 out of memory with three in flight).
+        if single < 0.005:
+            calls = max(1, min(1000, int(min_rep_s / max(single, 1e-9))))
     return float(np.median([run(calls) for _ in range(repeats)]))
