@@ -11,7 +11,7 @@
 namespace jaxemu {
 namespace fused {
 
-#define JAXEMU_FUSED_DECLARE(name, type, slices, tile_n, partials, terms0, terms1) \
+#define JAXEMU_FUSED_DECLARE(name, type, slices_a, slices_b, tile_n, partials, terms0, terms1) \
   std::string run_##name(const Problem&, cudaStream_t);
 JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_DECLARE)
 #undef JAXEMU_FUSED_DECLARE
@@ -98,14 +98,15 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
 // compiled for the plan's term counts if there is one (its wgmma of a K-tile
 // are one group), else the one that reads the counts at run time.
 using RunFn = std::string (*)(const Problem&, cudaStream_t);
-static RunFn kernel_for(SliceType t, int slices, int tile_n, const TermPlan& plan, int nterms) {
+static RunFn kernel_for(SliceType t, int sa, int sb, int tile_n, const TermPlan& plan, int nterms) {
   const int n0 = nterms - plan.n1, n1 = plan.n1;
-#define JAXEMU_FUSED_FIXED(name, type, s, tn, partials, t0, t1) \
-  if (t == SliceType::type && slices == s && tile_n == tn && t0 == n0 && t1 == n1) return run_##name;
+#define JAXEMU_FUSED_FIXED(name, type, s_a, s_b, tn, partials, t0, t1) \
+  if (t == SliceType::type && sa == s_a && sb == s_b && tile_n == tn && t0 == n0 && t1 == n1) return run_##name;
   JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_FIXED)
 #undef JAXEMU_FUSED_FIXED
-#define JAXEMU_FUSED_ANY(name, type, s, tn, partials, t0, t1) \
-  if (t == SliceType::type && slices == s && tile_n == tn && t0 == 0 && plan.ngroups <= partials) return run_##name;
+#define JAXEMU_FUSED_ANY(name, type, s_a, s_b, tn, partials, t0, t1) \
+  if (t == SliceType::type && sa == s_a && sb == s_b && tile_n == tn && t0 == 0 && plan.ngroups <= partials) \
+    return run_##name;
   JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_ANY)
 #undef JAXEMU_FUSED_ANY
   return nullptr;
@@ -119,7 +120,6 @@ std::string check(SliceType t, const Problem& p) {
   if (p.m < 1 || p.n < 1 || p.k < 1 || p.batch < 1) return "empty problem (the caller handles zero-sized dims)";
   if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX) return "dimension too large for TMA coordinates";
   if (p.sa < 1 || p.sb < 1 || p.sa * p.batch > INT32_MAX || p.sb * p.batch > INT32_MAX) return "bad slice counts";
-  if (p.sa != p.sb) return "A and B must have as many slices";
   if (p.k % k_align(t)) return "K = " + std::to_string(p.k) + " is not a multiple of " + std::to_string(k_align(t));
   if (p.nterms < 1 || p.nterms > kMaxTerms) return "nterms must be in 1.." + std::to_string(kMaxTerms);
   int64_t k_tiles = (p.k + tile_k(t) - 1) / tile_k(t);
@@ -132,8 +132,9 @@ std::string check(SliceType t, const Problem& p) {
   TermPlan plan;
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;
-  if (!kernel_for(t, p.sa, p.tile_n, plan, p.nterms))
-    return std::string("no kernel for ") + type_name(t) + " with " + std::to_string(p.sa) + " slices, " +
+  if (!kernel_for(t, p.sa, p.sb, p.tile_n, plan, p.nterms))
+    return std::string("no kernel for ") + type_name(t) + " with " + std::to_string(p.sa) + " x " +
+           std::to_string(p.sb) + " slices, " +
            std::to_string(plan.ngroups) + " term weights and tile_n " + std::to_string(p.tile_n) +
            " (ffi/fused/generate.py lists the configurations)";
   if (p.splits < 1 || p.splits > k_tiles) return "splits must be in 1..(number of K-tiles)";
@@ -147,7 +148,7 @@ std::string run(SliceType t, const Problem& p, cudaStream_t stream) {
   if (!why.empty()) return why;
   TermPlan plan;
   plan_terms(p, &plan);
-  return kernel_for(t, p.sa, p.tile_n, plan, p.nterms)(p, stream);
+  return kernel_for(t, p.sa, p.sb, p.tile_n, plan, p.nterms)(p, stream);
 }
 
 }  // namespace fused

@@ -27,7 +27,16 @@ HIGHEST ones in FP32: the caller asked for FP32 there, and jax's own
 library code (lstsq, cg's inner products, ...) pins HIGHEST where its
 algorithm needs it. ``emulate_pinned=True`` emulates every float32 dot
 with the scheme regardless; a per-dot choice (``per_dot``, ``plan``) is
-applied as given. ``explain`` states the rule per dot, and emulate warns
+applied as given.
+
+Exact operands: an operand the program builds from bool, int8 or uint8
+values (a one-hot matrix: ``jax.nn.one_hot``, ``(labels == ids)``), through
+converts, transposes, reshapes, broadcasts, slices, gathers, selects and
+jit calls, holds small integers, exact in every slice format. Its dot is
+emulated with the scheme's one-slice variant for that operand
+(FloatSplit.with_exact): no split of it, and none of the products of its
+(zero) lo slices: the same result for fewer slice products (the k-means
+update, one-hot^T X: fp16x3 runs 2 products, bf16x6 3). ``explain`` says so. ``explain`` states the rule per dot, and emulate warns
 (once per emulated function, NothingEmulatedWarning) when it changes no
 dot at all.
 
@@ -62,6 +71,8 @@ class DotInfo:
     precision: the caller's precision argument (None when not pinned).
     source: the user's source line, when JAX recorded one.
     flops: 2 * batch * M * N * K.
+    exact: (lhs, rhs): the operand holds small integers by construction
+      (built from bool/int8/uint8 values; module docstring).
     """
     index: Optional[int]
     path: str
@@ -72,6 +83,7 @@ class DotInfo:
     precision: Any
     source: str
     flops: int
+    exact: Tuple[bool, bool] = (False, False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +144,69 @@ def _auto_note(info: DotInfo, s) -> str:
     return f"auto picks among {labels} from the data at run time (costs from {pl.cost_source})"
 
 
+# ----------------------------------------------------------------------------
+# Exact operands: values that are small integers by construction.
+
+_EXACT_DTYPES = (np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8))
+# Ops whose result holds only values of their (first / every listed) operand:
+# moves, copies, selections. ``convert_element_type`` keeps an integer's value
+# in any float format; max/min pick one of their operands' values.
+_EXACT_FIRST = frozenset({"convert_element_type", "transpose", "reshape", "broadcast_in_dim", "squeeze",
+                          "expand_dims", "rev", "slice", "dynamic_slice", "gather", "copy", "copy_p",
+                          "reduce_max", "reduce_min", "neg", "real", "reduce_precision"})
+_EXACT_ALL = frozenset({"concatenate", "max", "min"})
+# Params holding a call's body, whose invars are the equation's.
+_CALL_KEYS = frozenset({"jaxpr", "call_jaxpr", "fun_jaxpr"})
+
+
+def _body_arity(v) -> int:
+    j = v.jaxpr if isinstance(v, _compat.ClosedJaxpr) else v
+    return len(j.invars) if isinstance(j, _compat.Jaxpr) else -1
+
+
+def _is_exact(v, exact) -> bool:
+    """v (a Var or Literal) holds integers of magnitude <= 256."""
+    if isinstance(v, _compat.Literal):
+        try:
+            x = np.asarray(v.val)
+            return bool(np.all(np.isfinite(x)) and np.all(x == np.round(x)) and np.all(np.abs(x) <= 256))
+        except (TypeError, ValueError):
+            return False
+    aval = getattr(v, "aval", None)
+    if aval is not None and getattr(aval, "dtype", None) in _EXACT_DTYPES:
+        return True
+    return v in exact
+
+
+def exact_vars(jaxpr, exact_in: Tuple[bool, ...] = ()) -> frozenset:
+    """The variables of ``jaxpr`` that hold small integers (|x| <= 256) by
+    construction: made from bool/int8/uint8 values by the ops above and by
+    calls (jit) whose body makes them so; ``exact_in`` flags the invars."""
+    exact = {v for v, e in zip(jaxpr.invars, exact_in) if e}
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        ins = eqn.invars
+        if name in _EXACT_FIRST:
+            ok = bool(ins) and _is_exact(ins[0], exact)
+        elif name in _EXACT_ALL:
+            ok = all(_is_exact(v, exact) for v in ins)
+        elif name == "select_n":
+            ok = all(_is_exact(v, exact) for v in ins[1:])
+        elif name == "pad":
+            ok = _is_exact(ins[0], exact) and _is_exact(ins[1], exact)
+        else:
+            body = next((eqn.params[k] for k in _CALL_KEYS if k in eqn.params), None)
+            if body is None or _body_arity(body) != len(ins):
+                continue
+            inner = body.jaxpr if isinstance(body, _compat.ClosedJaxpr) else body
+            inner_exact = exact_vars(inner, tuple(_is_exact(v, exact) for v in ins))
+            exact.update(o for o, io in zip(eqn.outvars, inner.outvars) if _is_exact(io, inner_exact))
+            continue
+        if ok:
+            exact.update(eqn.outvars)
+    return frozenset(exact)
+
+
 class _Rewriter:
     """One rewrite pass; records a decision per dot_general it meets."""
 
@@ -145,7 +220,7 @@ class _Rewriter:
         self._memo: Dict[int, Any] = {}
 
     # -- decisions ---------------------------------------------------------
-    def decide(self, eqn, path: str, lazy: bool) -> DotDecision:
+    def decide(self, eqn, path: str, lazy: bool, exact=(False, False)) -> DotDecision:
         lhs, rhs = (v.aval for v in eqn.invars)
         dn = eqn.params["dimension_numbers"]
         prec = eqn.params.get("precision")
@@ -153,7 +228,7 @@ class _Rewriter:
                        lhs=tuple(lhs.shape), rhs=tuple(rhs.shape),
                        dtypes=(str(lhs.dtype), str(rhs.dtype)), dimension_numbers=dn,
                        precision=prec, source=_compat.source_line(eqn),
-                       flops=_flops(lhs.shape, rhs.shape, dn))
+                       flops=_flops(lhs.shape, rhs.shape, dn), exact=tuple(exact))
         d, category = self._decide(info, eqn.outvars[0].aval.dtype, lhs.dtype, rhs.dtype, prec)
         if not lazy:
             self.decisions.append(d)
@@ -192,51 +267,62 @@ class _Rewriter:
                                    "emulates it; emulate_pinned=True forces it)"), "highest"
         if s.family == "auto":
             why += "; " + _auto_note(info, s)
+        if any(info.exact):
+            sides = " and ".join(n for n, e in zip(("lhs", "rhs"), info.exact) if e)
+            if s.family == "float":
+                why += (f"; the {sides} holds small integers (built from bool/int8/uint8): one slice, "
+                        f"{s.with_exact(*info.exact).num_products} of {s.num_products} products")
         return DotDecision(info, s, why), None
 
     # -- rewriting ---------------------------------------------------------
-    def jaxpr(self, jaxpr, path: str = "", lazy: bool = False):
-        key = (id(jaxpr), path, lazy)
+    def jaxpr(self, jaxpr, path: str = "", lazy: bool = False, exact_in: Tuple[bool, ...] = ()):
+        key = (id(jaxpr), path, lazy, exact_in)
         if key in self._memo:
             return self._memo[key][1]
+        exact = exact_vars(jaxpr, exact_in)
         new_eqns, changed = [], False
         for eqn in jaxpr.eqns:
-            new = self.eqn(eqn, path, lazy)
+            new = self.eqn(eqn, path, lazy, exact)
             changed |= new is not eqn
             new_eqns.append(new)
         out = jaxpr.replace(eqns=new_eqns) if changed else jaxpr
         self._memo[key] = (jaxpr, out)  # keep jaxpr alive so its id stays unique
         return out
 
-    def closed(self, cj, path, lazy=False):
-        new = self.jaxpr(cj.jaxpr, path, lazy)
+    def closed(self, cj, path, lazy=False, exact_in=()):
+        new = self.jaxpr(cj.jaxpr, path, lazy, exact_in)
         return cj if new is cj.jaxpr else cj.replace(jaxpr=new)
 
-    def eqn(self, eqn, path: str, lazy: bool):
+    def eqn(self, eqn, path: str, lazy: bool, exact=frozenset()):
         if eqn.primitive is lax.dot_general_p:
-            d = self.decide(eqn, path, lazy)
+            flags = tuple(_is_exact(v, exact) for v in eqn.invars)
+            d = self.decide(eqn, path, lazy, flags)
             if d.scheme is None:
                 return eqn
             params = dict(dimension_numbers=eqn.params["dimension_numbers"], scheme=d.scheme,
                           out_dtype=np.dtype(eqn.outvars[0].aval.dtype), backend=self.backend,
-                          out_sharding=eqn.params.get("out_sharding"))
+                          out_sharding=eqn.params.get("out_sharding"), exact=flags)
             return eqn.replace(primitive=jaxemu_dot_p, params=params)
         sub = f"{path}/{_compat.eqn_label(eqn)}" if path else _compat.eqn_label(eqn)
+        call_in = tuple(_is_exact(v, exact) for v in eqn.invars)
         new_params, changed = {}, False
         for k in sorted(eqn.params):
             v = eqn.params[k]
-            nv = self.param(k, v, sub + _PARAM_LABELS.get(k, f"/{k}"), lazy)
+            # A call's body (jit, remat, custom_jvp's function) sees its
+            # arguments' exactness; other sub-jaxprs start without it.
+            ein = call_in if k in _CALL_KEYS and _body_arity(v) == len(eqn.invars) else ()
+            nv = self.param(k, v, sub + _PARAM_LABELS.get(k, f"/{k}"), lazy, ein)
             changed |= nv is not v
             new_params[k] = nv
         if not changed:
             return eqn
         return eqn.replace(params={k: new_params[k] for k in eqn.params})
 
-    def param(self, key, v, path, lazy):
+    def param(self, key, v, path, lazy, exact_in=()):
         if isinstance(v, _compat.ClosedJaxpr):
-            return self.closed(v, path, lazy)
+            return self.closed(v, path, lazy, exact_in)
         if isinstance(v, _compat.Jaxpr):
-            return self.jaxpr(v, path, lazy)
+            return self.jaxpr(v, path, lazy, exact_in)
         if isinstance(v, (tuple, list)) and v and any(isinstance(x, (_compat.Jaxpr, _compat.ClosedJaxpr)) for x in v):
             new = [self.param(key, x, f"{path}[{i}]", lazy) for i, x in enumerate(v)]
             if all(n is x for n, x in zip(new, v)):

@@ -11,6 +11,11 @@ Params (all hashable):
   backend: "default" (the platform's best: CUDA kernels where built and
     supported, else the xla backend) or "xla" (always plain JAX).
   out_sharding: as lax.dot_general's (explicit-sharding meshes), or None.
+  exact: (lhs, rhs) bools: the operand holds small integers (converted from
+    bool/int8/uint8: jaxemu.emulate proves it from the program), so a float
+    scheme takes it as one slice (FloatSplit.with_exact): the same result,
+    fewer slice products. Its tangent is zero; the other operand's is not,
+    so the rules below keep the flag on the side it belongs to.
 Operands are float32 (the public API promotes bf16/f16 exactly).
 """
 from __future__ import annotations
@@ -25,23 +30,24 @@ from jax.interpreters import ad, batching, mlir
 
 from . import _compat, _sharding, auto, backends
 from .dims import canonicalize, dot_shape
-from .schemes import NativeFP32
+from .schemes import FloatSplit, NativeFP32
 
 BACKENDS = ("default", "xla", "cuda")
 
 jaxemu_dot_p = _compat.Primitive("jaxemu_dot")
 
 
-def bind(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None):
+def bind(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, exact=(False, False)):
     """Bind the primitive (operands already validated and float32)."""
     return jaxemu_dot_p.bind(lhs, rhs, dimension_numbers=dimension_numbers, scheme=scheme,
-                             out_dtype=np.dtype(out_dtype), backend=backend, out_sharding=out_sharding)
+                             out_dtype=np.dtype(out_dtype), backend=backend, out_sharding=out_sharding,
+                             exact=(bool(exact[0]), bool(exact[1])))
 
 
 # ----------------------------------------------------------------------------
 # Shape rule: exactly dot_general's (shape, sharding, varying manual axes).
 
-def _abstract_eval(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding):
+def _abstract_eval(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding, exact):
     out, _effects = lax.dot_general_p.abstract_eval(
         lhs, rhs, dimension_numbers=dimension_numbers, precision=None,
         preferred_element_type=np.dtype(out_dtype), out_sharding=out_sharding)
@@ -121,7 +127,9 @@ def _cotangent(g, other, this_aval, this_dims, other_dims, this_is_lhs, params):
     src_axes = list(this_b) + list(this_kept) + this_c_by_other
     # The cotangent takes its operand's sharding (as in lax.dot_general's rule):
     # needed on explicit meshes when the contraction runs over sharded axes.
-    params = dict(params, out_sharding=_compat.permuted_sharding(this_aval, src_axes))
+    # g is not exact; `other` keeps its flag, now on the rhs.
+    exact = params["exact"][1 if this_is_lhs else 0]
+    params = dict(params, out_sharding=_compat.permuted_sharding(this_aval, src_axes), exact=(False, exact))
     # float32, or float64 for an FP64 scheme: the dtype of the operands.
     out = bind(g.astype(other.dtype), other, dimension_numbers=dn, **params)
     return jnp.transpose(out, tuple(np.argsort(src_axes)))
@@ -150,7 +158,20 @@ def _transpose_rhs(g, lhs, rhs, *, dimension_numbers, **params):
 # a function is lowered, so a backend registered after this module (the CUDA
 # extension, at jaxemu's import) is used.
 
-def impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, platform="generic"):
+def with_exact(scheme, exact, platform: str, backend: str):
+    """The scheme to run for operands flagged ``exact``: a float scheme's
+    one-slice variant (FloatSplit.with_exact) where the backend that runs
+    the full scheme runs it too (same result; else the full scheme)."""
+    if not any(exact) or not isinstance(scheme, FloatSplit):
+        return scheme
+    variant = scheme.with_exact(*exact)
+    if backend == "xla" or backends.backend_for(variant, platform) == backends.backend_for(scheme, platform):
+        return variant
+    return scheme
+
+
+def impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, exact=(False, False),
+         platform="generic"):
     """The primitive in plain JAX: canonicalize, run the scheme's product
     (auto: its choice among concrete products), reshape. The fp32 scheme is
     dot_general itself at precision HIGHEST, on the operands as they are,
@@ -166,7 +187,7 @@ def impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_shardin
         c = auto.auto_dot(a, b, scheme, platform, product, runs_on,
                           split=backends.split_product_for(scheme, platform, backend))
     else:
-        c = product(a, b, scheme)
+        c = product(a, b, with_exact(scheme, exact, platform, backend))
     return c.reshape(ds.out_shape).astype(out_dtype)
 
 
@@ -235,6 +256,12 @@ jaxemu_dot_p.def_impl(functools.partial(_compat.apply_primitive, jaxemu_dot_p))
 jaxemu_dot_p.def_abstract_eval(_abstract_eval)
 batching.primitive_batchers[jaxemu_dot_p] = _batch_rule
 ad.defbilinear(jaxemu_dot_p, _transpose_lhs, _transpose_rhs)
+# The JVP, as defbilinear's, with each tangent product's exact flags: the
+# tangent is never exact (an exact operand's own tangent is zero: it comes
+# from integers), the primal it meets keeps its flag.
+ad.defjvp(jaxemu_dot_p,
+          lambda g, x, y, *, exact, **params: jaxemu_dot_p.bind(g, y, exact=(False, exact[1]), **params),
+          lambda g, x, y, *, exact, **params: jaxemu_dot_p.bind(x, g, exact=(exact[0], False), **params))
 mlir.register_lowering(jaxemu_dot_p, _lowering("generic"))
 for _platform in ("cpu", "cuda"):
     mlir.register_lowering(jaxemu_dot_p, _lowering(_platform), platform=_platform)

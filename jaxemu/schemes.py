@@ -166,6 +166,12 @@ class FloatSplit(Scheme):
         longer kc costs more accuracy there than on the xla backend.
       termwise: accumulate products of each magnitude level (i + j) separately and
         add the levels smallest first, hi*hi last (SGEMM-cube).
+      exact: (lhs, rhs): the operand is known to hold small integers (|x| <= 256:
+        a one-hot or 0/1 matrix, int8/uint8 data converted to float32), exact in
+        every slice format, so it is one slice, unscaled, and its lo slices'
+        products (all zero) are not computed: the same result for fewer
+        products (``with_exact``). Set by jaxemu.emulate from the program
+        (values converted from bool/int8/uint8), never guessed from data.
     """
 
     name: str
@@ -178,6 +184,7 @@ class FloatSplit(Scheme):
     kc: Optional[int] = None
     termwise: bool = True
     source: str = ""
+    exact: Tuple[bool, bool] = (False, False)
     family: ClassVar[str] = "float"
 
     def __post_init__(self):
@@ -207,24 +214,53 @@ class FloatSplit(Scheme):
             # without it, |x| > 65504 would silently become Inf.
             raise ValueError(f"scheme {self.name!r}: fp16 slices need scaling='row'")
         _check_kc(self.kc, self.name)
+        ex = tuple(self.exact)
+        if len(ex) != 2 or not all(isinstance(x, bool) for x in ex):
+            raise ValueError(f"scheme {self.name!r}: exact must be two bools (lhs, rhs), got {self.exact!r}")
+        object.__setattr__(self, "exact", ex)
+        for side, name in ((0, "lhs"), (1, "rhs")):
+            if ex[side] and any(p[side] for p in prods):
+                raise ValueError(f"scheme {self.name!r}: the {name} is exact (one slice), but products "
+                                 f"{prods!r} name its slice 1 or 2")
+
+    def slices_of(self, side: int) -> int:
+        """Slices of the lhs (side 0) or rhs (side 1): one where it is exact."""
+        return 1 if self.exact[side] else self.slices
+
+    def with_exact(self, lhs: bool, rhs: bool) -> "FloatSplit":
+        """This scheme for operands of which ``lhs`` / ``rhs`` hold small
+        integers (``exact``): one slice for such an operand, and only the
+        products of its slice 0 (the others multiply its lo slices, which are
+        zero). The result is the full scheme's on those operands, without the
+        zero products: fewer slice products, no split of the exact operand.
+        Unchanged when neither is exact."""
+        lhs, rhs = bool(lhs) or self.exact[0], bool(rhs) or self.exact[1]
+        if (lhs, rhs) == self.exact:
+            return self
+        prods = tuple((i, j) for i, j in self.products if not (lhs and i) and not (rhs and j))
+        return dataclasses.replace(self, products=prods, exact=(lhs, rhs))
 
     @property
     def unit_roundoff(self) -> float:
         # Each slice holds p significand bits; a round-to-nearest split leaves a
         # residual below 2^-(p+1) of the value, a truncating (bit-cut) one below
-        # 2^-(p-1). Level L products are then ~2^(-L*q) of hi*hi.
+        # 2^-(p-1). Level L products are then ~2^(-L*q) of hi*hi. An exact
+        # operand has no representation error and no lo slices.
         p = FORMAT_BITS[self.fmt]
         q = p + 1 if self.split == "rn" else p - 1
         repr_err = 2.0 ** (-q * self.slices)
         if q * self.slices >= FP32_BITS + 2:
             repr_err = 0.0  # the slices hold all 24 bits of an f32 exactly
-        dropped = sum(2.0 ** (-q * (i + j)) for i in range(self.slices)
-                      for j in range(self.slices) if (i, j) not in self.products)
-        return max(2.0 ** -24, 2 * repr_err + dropped)
+        inexact = 2 - sum(self.exact)
+        dropped = sum(2.0 ** (-q * (i + j)) for i in range(self.slices_of(0))
+                      for j in range(self.slices_of(1)) if (i, j) not in self.products)
+        return max(2.0 ** -24, inexact * repr_err + dropped)
 
     def describe(self) -> str:
         p = " + ".join(f"{i}{j}" for i, j in self.products)
-        return f"{self.slices} x {self.fmt} ({self.split}), products {p}, kc={self.kc}"
+        ex = [side for side, e in zip(("lhs", "rhs"), self.exact) if e]
+        tail = f", {' and '.join(ex)} exact (one slice)" if ex else ""
+        return f"{self.slices} x {self.fmt} ({self.split}), products {p}, kc={self.kc}{tail}"
 
 
 @dataclasses.dataclass(frozen=True, repr=False)

@@ -122,6 +122,43 @@ def test_odd_shapes_and_long_k(name, m, k, n):
     np.testing.assert_array_less(np.abs(c - ref), 4 * np.sqrt(k) * 2.0**-24 * absab + 1e-30)
 
 
+
+@pytest.mark.parametrize("name", FLOAT)
+@pytest.mark.parametrize("side", ["lhs", "rhs"])
+def test_exact_operand_kernels_give_the_full_schemes_result(name, side, rng):
+    # A one-hot operand (jaxemu.emulate flags it exact) runs on the kernel
+    # with one slice on its side: the product of the full scheme, bit for bit
+    # (the dropped products are zero), K long enough for several promotions
+    # and K-splits (update shape: small output, long K), NaN/Inf in the other
+    # operand included.
+    k, m, n = 70001, 13, 200
+    lab = jnp.asarray(rng.integers(0, m, size=k))
+    x = T.sample("normal(0,1)", (k, n), rng)
+    x[5, 7], x[9, :] = np.inf, np.nan
+    if side == "lhs":
+        def f(x, lab):
+            return jax.nn.one_hot(lab, m, dtype=x.dtype).T @ x
+    else:
+        def f(x, lab):
+            return x.T @ jax.nn.one_hot(lab, m, dtype=x.dtype)
+    emulated = jax.jit(jaxemu.emulate(f, scheme=name))
+    hlo = emulated.lower(x, lab).compile().as_text()
+    entry = hlo[hlo.index("\nENTRY"):]
+    assert entry.count('custom_call_target="jaxemu_fused_split"') == 1, entry  # the data only
+    got = np.asarray(emulated(x, lab))
+    oh = np.asarray(jax.nn.one_hot(lab, m), np.float32)
+    a, b = (oh.T, x) if side == "lhs" else (x.T, oh)
+    full = np.asarray(jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=name))(a, b))
+    np.testing.assert_array_equal(got.view(np.uint32), full.view(np.uint32))
+    x[5, 7], x[9, :] = 0.0, 0.0
+    got = np.asarray(emulated(x, lab))
+    ref = (oh.T.astype(np.float64) @ x.astype(np.float64)) if side == "lhs" else (x.T.astype(np.float64) @ oh)
+    sgemm = np.asarray(jax.jit(lambda a, b: jnp.matmul(a, b, precision="highest"))(*((oh.T, x) if side == "lhs"
+                                                                                         else (x.T, oh))))
+    err, err_sgemm = T.relerr(got, ref), T.relerr(sgemm, ref)
+    s = jaxemu.get_scheme(name)
+    assert err <= (2 * max(err_sgemm, 2.0 ** -24) if s.fp32_class else s.error_bound()), (err, err_sgemm)
+
 def test_zero_sized_dims():
     for sa, sb in [((0, 5), (5, 3)), ((4, 0), (0, 3)), ((4, 5), (5, 0))]:
         c = run("bf16x6", np.ones(sa, np.float32), np.ones(sb, np.float32), "cuda")

@@ -434,3 +434,45 @@ def test_fused_product_special_values(split_kernel, monkeypatch, rng):
             ref = x.astype(np.float64) @ y.astype(np.float64)
             scale = np.abs(x.astype(np.float64)) @ np.abs(y.astype(np.float64))
             assert np.all(np.abs(got[fin] - ref[fin]) <= 1e-5 * scale[fin]), name
+
+
+@pytest.mark.parametrize("name", FLOAT)
+def test_exact_operands_run_on_their_one_slice_kernels(name, monkeypatch, rng):
+    """A one-hot operand (FloatSplit.exact) on the fused path: a kernel with
+    one slice on its side exists for every catalogue scheme (both sides),
+    its slices are the operand itself in the slice dtype, with no split call
+    for it; with the kernels replaced by their twins on the CPU the product
+    is the full scheme's, bit for bit, NaN/Inf in the other operand
+    included."""
+    s = jaxemu.get_scheme(name)
+    for lhs, rhs in ((True, False), (False, True)):
+        v = s.with_exact(lhs, rhs)
+        counts = (v.slices_of(0), v.slices_of(1))
+        assert F.kernel_tiles(v) == (128,) and counts == ((1, s.slices) if lhs else (s.slices, 1))
+    calls = []
+
+    def twin(name_, out_types):
+        calls.append(name_)
+        return _kernel_twin(name_, out_types)
+    monkeypatch.setattr(jax.ffi, "ffi_call", twin)
+    lab = rng.integers(0, 9, size=130)
+    oh = np.asarray(jax.nn.one_hot(lab, 9), np.float32)  # (130, 9)
+    x = T.sample("wide-exp", (130, 21), rng)
+    for a, b, exact in ((oh.T, x, (True, False)), (x.T, oh, (False, True))):
+        for specials in (False, True):
+            if specials:
+                if exact[0]:
+                    b = b.copy(); b[4, 3], b[7, :] = np.inf, np.nan  # noqa: E702
+                else:
+                    a = a.copy(); a[3, 4], a[:, 7] = -np.inf, np.nan  # noqa: E702
+            calls.clear()
+            got = np.asarray(jax.jit(lambda a, b: F.fused_product(a[None], b[None], s.with_exact(*exact))[0])(a, b))
+            # The other operand's split only, in each of the conditional's two branches (full: both operands').
+            assert calls.count("jaxemu_fused_split") == 2, calls
+            full = np.asarray(jax.jit(lambda a, b: F.fused_product(a[None], b[None], s)[0])(a, b))
+            np.testing.assert_array_equal(got.view(np.uint32), full.view(np.uint32), err_msg=f"{name} {exact}")
+    sl, e, amax = F.exact_slices(jnp.asarray(oh.T)[None], s, 192)
+    tk = F.tile_k(s.fmt)
+    assert sl.shape == (1, 9, 192 // tk, 1, tk) and sl.dtype == F._DTYPES[s.fmt] and float(amax) == F.EXACT_MAX
+    assert (e is None) == (s.scaling != "row")
+    np.testing.assert_array_equal(np.asarray(sl, np.float32).reshape(9, 192)[:, :130], oh.T)

@@ -17,7 +17,7 @@ namespace fused {
 template <class T>
 std::string launch(const Problem& p, cudaStream_t stream) {
   using Element = typename T::Element;
-  if (p.sa != T::kSlices || p.sb != T::kSlices) return "slice counts do not match the kernel's stages";
+  if (p.sa != T::kSlicesA || p.sb != T::kSlicesB) return "slice counts do not match the kernel's stages";
   TermPlan plan;
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;

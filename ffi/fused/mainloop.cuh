@@ -2,7 +2,7 @@
 // slice through a TMA pipeline; two consumer warpgroups multiply them on the
 // tensor cores and promote partial sums into FP32.
 //
-// A pipeline stage holds all S slices of A's and B's K-tile, each loaded once;
+// A pipeline stage holds all SA slices of A's and SB of B's K-tile, each loaded once;
 // the consumers issue every term's wgmma on that stage, smallest terms first
 // (the scheme's order: a partial accumulator that starts a chunk from zero
 // takes the small terms' truncation errors at their own scale, and hi*hi's at
@@ -30,33 +30,36 @@ struct Mainloop {
   using Element = typename T::Element;
   using Pipeline = typename T::Pipeline;
   using PipelineState = typename T::PipelineState;
-  static constexpr int TM = T::kTileM, TN = T::kTileN, TK = T::kTileK, S = T::kSlices;
+  static constexpr int TM = T::kTileM, TN = T::kTileN, TK = T::kTileK, SA = T::kSlicesA, SB = T::kSlicesB;
 
   // Producer: one thread issues the TMA loads of every slice of every K-tile
-  // of the work item's K range (S loads of A and S of B per stage, one barrier).
+  // of the work item's K range (SA loads of A and SB of B per stage, one barrier).
   static __device__ void load(typename T::Params const& params, Pipeline& pipeline, PipelineState& write,
                               typename T::SharedStorage& smem, WorkTile const& w) {
     const Problem& p = params.problem;
     const int L = int(p.batch);
-    Tensor mA = params.tma_a.get_tma_tensor(T::gmem_shape(int(p.m), int(p.k), S, L));
-    Tensor mB = params.tma_b.get_tma_tensor(T::gmem_shape(int(p.n), int(p.k), S, L));
+    Tensor mA = params.tma_a.get_tma_tensor(T::gmem_shape(int(p.m), int(p.k), SA, L));
+    Tensor mB = params.tma_b.get_tma_tensor(T::gmem_shape(int(p.n), int(p.k), SB, L));
     Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
     Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});
     auto tma_a = params.tma_a.get_slice(0);
     auto tma_b = params.tma_b.get_slice(0);
-    Tensor tAsA = tma_a.partition_D(sA);  // (TMA, TMA_M, TMA_K, slice + S stage)
+    Tensor tAsA = tma_a.partition_D(sA);  // (TMA, TMA_M, TMA_K, slice + SA stage)
     Tensor tBsB = tma_b.partition_D(sB);
     const KChunks range(params.plan, params.k_tiles, w.split, p.splits);
     for (int kt = range.kb; kt < range.ke; ++kt) {
       pipeline.producer_acquire(write);
       auto* bar = pipeline.producer_get_barrier(write);
       CUTLASS_PRAGMA_UNROLL
-      for (int s = 0; s < S; ++s) {
+      for (int s = 0; s < SA; ++s) {
         Tensor gA = local_tile(mA(_, _, make_coord(s, w.l)), Shape<Int<TM>, Int<TK>>{},
                                make_coord(w.m_blk, _));  // (TM, TK, k-tile)
+        copy(params.tma_a.with(*bar, 0), tma_a.partition_S(gA)(_, _, _, kt), tAsA(_, _, _, s + SA * write.index()));
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int s = 0; s < SB; ++s) {
         Tensor gB = local_tile(mB(_, _, make_coord(s, w.l)), Shape<Int<TN>, Int<TK>>{}, make_coord(w.n_blk, _));
-        copy(params.tma_a.with(*bar, 0), tma_a.partition_S(gA)(_, _, _, kt), tAsA(_, _, _, s + S * write.index()));
-        copy(params.tma_b.with(*bar, 0), tma_b.partition_S(gB)(_, _, _, kt), tBsB(_, _, _, s + S * write.index()));
+        copy(params.tma_b.with(*bar, 0), tma_b.partition_S(gB)(_, _, _, kt), tBsB(_, _, _, s + SB * write.index()));
       }
       ++write;
     }
@@ -100,7 +103,7 @@ struct Mainloop {
     const TermPlan& plan = params.plan;
     Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
     Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});
-    Tensor tCsA = thr_mma.partition_A(sA);  // (MMA, MMA_M, MMA_K, slice + S stage)
+    Tensor tCsA = thr_mma.partition_A(sA);  // (MMA, MMA_M, MMA_K, slice + SA stage)
     Tensor tCsB = thr_mma.partition_B(sB);
     Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // smem descriptors
     Tensor tCrB = thr_mma.make_fragment_B(tCsB);
@@ -113,7 +116,7 @@ struct Mainloop {
       const int n = it.kt_end - it.kt_begin;
       for (int i = 0; i < n; ++i) {
         pipeline.consumer_wait(read);
-        const int base = S * read.index();
+        const int base_a = SA * read.index(), base_b = SB * read.index();
         warpgroup_fence_operand(p0);
         if constexpr (T::kPartials > 1) warpgroup_fence_operand(p1);
         warpgroup_arrive();
@@ -122,23 +125,23 @@ struct Mainloop {
         if constexpr (T::kFixedTerms) {
           CUTLASS_PRAGMA_UNROLL
           for (int t = 0; t < T::kTerms1; ++t)
-            term(tiled_mma, tCrA, tCrB, base + p.term_a[t], base + p.term_b[t], p1, t == 0 && fresh1);
+            term(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p1, t == 0 && fresh1);
           CUTLASS_PRAGMA_UNROLL
           for (int t = T::kTerms1; t < T::kTerms1 + T::kTerms0; ++t)
-            term(tiled_mma, tCrA, tCrB, base + p.term_a[t], base + p.term_b[t], p0, t == T::kTerms1 && fresh0);
+            term(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p0, t == T::kTerms1 && fresh0);
           fresh1 = false;
           fresh0 = false;
         } else {
           if constexpr (T::kPartials > 1) {
 #pragma unroll 1
             for (int t = 0; t < plan.n1; ++t) {
-              term(tiled_mma, tCrA, tCrB, base + p.term_a[t], base + p.term_b[t], p1, fresh1);
+              term(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p1, fresh1);
               fresh1 = false;
             }
           }
 #pragma unroll 1
           for (int t = plan.n1; t < p.nterms; ++t) {
-            term(tiled_mma, tCrA, tCrB, base + p.term_a[t], base + p.term_b[t], p0, fresh0);
+            term(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p0, fresh0);
             fresh0 = false;
           }
         }

@@ -18,7 +18,7 @@ namespace fused {
 
 using namespace cute;
 
-template <class Element_, int TileN_, int Slices_, int Partials_, int Terms0_ = 0, int Terms1_ = 0>
+template <class Element_, int TileN_, int SlicesA_, int SlicesB_, int Partials_, int Terms0_ = 0, int Terms1_ = 0>
 struct Traits {
   using Element = Element_;  // cutlass::bfloat16_t, cutlass::half_t or cutlass::tfloat32_t
   static constexpr int kTileM = 128;  // two consumer warpgroups of 64 rows
@@ -27,8 +27,11 @@ struct Traits {
   static constexpr int kTileK = 128 / int(sizeof(Element));
   // Slices of each operand in a pipeline stage: all of them, so that every
   // term of a K-tile reads its slice tiles from the one stage (each loaded
-  // once from L2, not once per term that uses it).
-  static constexpr int kSlices = Slices_;
+  // once from L2, not once per term that uses it). An operand known to hold
+  // values exact in the slice format (small integers: a one-hot matrix) has
+  // one slice, the other the scheme's count (jaxemu/schemes.py: exact).
+  static constexpr int kSlicesA = SlicesA_;
+  static constexpr int kSlicesB = SlicesB_;
   // Partial accumulators: one per distinct term weight (TermPlan), each as
   // large as the FP32 total: 1 + kPartials accumulators of TileN / 2 floats
   // per consumer thread.
@@ -73,18 +76,17 @@ struct Traits {
                                              make_shape(Int<kTileM / kConsumerWarpgroups>{}, Int<kEpiCols>{})));
   static constexpr int kSmemCFloats = kTmaStore ? int(cosize_v<SmemLayoutC>) * kConsumerWarpgroups : 32;
   // Stages: as many K-tiles (every slice of A and B) as fit in the rest of 227 KB.
-  static constexpr int kSliceBytes = int(sizeof(Element)) * (kTileM + kTileN) * kTileK;
-  static constexpr int kStageBytes = kSlices * kSliceBytes;
+  static constexpr int kStageBytes = int(sizeof(Element)) * (kSlicesA * kTileM + kSlicesB * kTileN) * kTileK;
   static constexpr int kStages = (227 * 1024 - 1024 - (kTmaStore ? kSmemCFloats * 4 : 0)) / kStageBytes;
   static_assert(kStages >= 2, "tile too large for a pipeline");
 
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<kTileK>>;
   using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
-  // (rows, K, slice + kSlices * stage): slice s of stage i is tile s + kSlices i.
+  // (rows, K, slice + slices * stage): slice s of stage i is tile s + kSlicesA i (B: kSlicesB).
   using SmemLayoutA =
-      decltype(tile_to_shape(SmemAtom{}, make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kSlices * kStages>{})));
+      decltype(tile_to_shape(SmemAtom{}, make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kSlicesA * kStages>{})));
   using SmemLayoutB =
-      decltype(tile_to_shape(SmemAtom{}, make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kSlices * kStages>{})));
+      decltype(tile_to_shape(SmemAtom{}, make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kSlicesB * kStages>{})));
 
   // wgmma 64 x TileN x (16 or 8), FP32 accumulation, both operands K-major in
   // shared memory; the two consumer warpgroups split the tile's 128 rows.

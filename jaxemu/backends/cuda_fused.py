@@ -53,7 +53,8 @@ from . import xla as xla_backend
 _DTYPES = {"bf16": jnp.bfloat16, "fp16": jnp.float16, "tf32": jnp.float32}
 TILE_M = 128
 # The kernel configurations ffi/fused/generate.py instantiates: (slice
-# format, slices per operand, tile width, partial accumulators, (group-0
+# format, slices per operand (an int, or (A's, B's) where one operand is
+# exact: FloatSplit.exact), tile width, partial accumulators, (group-0
 # terms, group-1 terms) or None: any term list, counts read at run time).
 # (tests/test_fused_layout.py checks this table against generate.py.)
 KERNELS = (
@@ -63,7 +64,15 @@ KERNELS = (
     ("fp16", 2, 128, 2, (1, 2)),
     ("bf16", 2, 128, 1, None), ("bf16", 3, 128, 1, None),
     ("tf32", 2, 128, 1, None), ("fp16", 2, 128, 2, None),
+    ("fp16", (1, 2), 128, 2, (1, 1)), ("fp16", (2, 1), 128, 2, (1, 1)),
+    ("bf16", (1, 2), 128, 1, (2, 0)), ("bf16", (2, 1), 128, 1, (2, 0)),
+    ("bf16", (1, 3), 128, 1, (3, 0)), ("bf16", (3, 1), 128, 1, (3, 0)),
+    ("tf32", (1, 2), 128, 1, (2, 0)), ("tf32", (2, 1), 128, 1, (2, 0)),
 )
+# An exact operand's largest |value| (FloatSplit.exact: converted from bool,
+# int8 or uint8): the bound the special-value decision uses for it, without
+# a pass over it.
+EXACT_MAX = 256.0
 # Relative speed of the two tile widths on full tiles (H200, bf16, promoted
 # GEMM at 8192 x 8192 x 49152: 454 vs 492 TFLOP/s with 1x1 clusters,
 # the per-level CUTLASS kernel this one replaced): a 192-wide tile pays unless
@@ -110,13 +119,20 @@ def kernel_tiles(s: FloatSplit) -> Tuple[int, ...]:
     its counts at run time. A stage holds every slice, so 4-slice schemes
     do not fit; more weights than partial accumulators (fp16 with three
     slices) do not either."""
+    counts = (s.slices_of(0), s.slices_of(1))
+
     def widths(fixed):
         return tuple(sorted(tn for fmt, sl, tn, partials, terms in KERNELS
-                            if fmt == s.fmt and sl == s.slices and fixed(terms, partials)))
+                            if fmt == s.fmt and slice_counts(sl) == counts and fixed(terms, partials)))
 
     weights, groups = term_weights(s), term_groups(s)
     exact = widths(lambda terms, partials: terms == groups and weights <= partials)
     return exact or widths(lambda terms, partials: terms is None and weights <= partials)
+
+
+def slice_counts(slices) -> Tuple[int, int]:
+    """(A's slices, B's slices) of a KERNELS entry."""
+    return tuple(slices) if isinstance(slices, tuple) else (slices, slices)
 
 
 class Terms(NamedTuple):
@@ -215,10 +231,29 @@ def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False):
     return sl, e, lax.bitcast_convert_type(amax_bits[0], jnp.float32)
 
 
-def _slices(x, s: FloatSplit, kp: int, transposed: bool = False):
+def exact_slices(x, s: FloatSplit, kp: int, transposed: bool = False):
+    """An exact operand (FloatSplit.exact) as the kernel reads it: x itself,
+    converted to the slice dtype (exact: small integers), as one slice (L,
+    rows, kp / TK, 1, TK); exponents of zero where the scheme scales rows (the
+    kernel takes both sides' or neither); and EXACT_MAX for max |x|. One
+    elementwise XLA fusion, which joins the one that makes x (a one-hot
+    matrix is written once, in 16 bits)."""
+    tk = tile_k(s.fmt)
+    if transposed:
+        x = jnp.swapaxes(x, 1, 2)
+    bsz, rows, k = x.shape
+    sl = jnp.pad(x.astype(_DTYPES[s.fmt]), ((0, 0), (0, 0), (0, kp - k))).reshape(bsz, rows, kp // tk, 1, tk)
+    e = jnp.zeros((bsz, rows), jnp.int32) if s.scaling == "row" else None
+    return sl, e, jnp.float32(EXACT_MAX)
+
+
+def _slices(x, s: FloatSplit, kp: int, transposed: bool = False, exact: bool = False):
     """The slices, row exponents and max |x| (``abs_max``) of x (L, rows, K)
     (or, ``transposed``, (L, K, rows)) as the kernel reads them: the split
-    kernel's (the default) or, with JAXEMU_CUDA_SPLIT=0, XLA's."""
+    kernel's (the default) or, with JAXEMU_CUDA_SPLIT=0, XLA's; an
+    ``exact`` operand's ``exact_slices``."""
+    if exact:
+        return exact_slices(x, s, kp, transposed)
     if switches.enabled("split"):
         return slices_kernel(x, s, kp, transposed)
     return slices_xla(jnp.swapaxes(x, 1, 2) if transposed else x, s, kp) + (abs_max(x),)
@@ -257,7 +292,8 @@ def split_operands(a, b, s: FloatSplit):
     (column of B) is split on its own, so the slices of some of its rows, in
     any order, are those rows (axis 1) of its slices."""
     kp = -(-a.shape[2] // tile_k(s.fmt)) * tile_k(s.fmt)
-    return _slices(a, s, kp), _slices(b, s, kp, transposed=True)  # B as (L, N, K)
+    return (_slices(a, s, kp, exact=s.exact[0]),
+            _slices(b, s, kp, transposed=True, exact=s.exact[1]))  # B as (L, N, K)
 
 
 def split_rows(split, idx):

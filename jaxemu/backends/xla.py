@@ -316,19 +316,36 @@ def xla_level_sum(a_sl, b_sl, s: FloatSplit, platform: str):
     return _combine_levels(accs, s.levels, s.lo_scale_bits)
 
 
+def split_operand(x, s: FloatSplit, side: int, axis):
+    """The slices of one finite canonical operand (side 0: A, split along
+    ``axis`` = K) and its scaling exponents: ``split_float``, or, for an
+    operand the scheme knows to be exact (FloatSplit.exact: small integers,
+    exact in every slice format), the operand itself as its one slice,
+    unscaled (exponents None)."""
+    if s.exact[side]:
+        return [x], None
+    return split_float(x, s, axis=axis)
+
+
 def split_operands(a, b, s: FloatSplit):
     """The slices of finite canonical operands, each with its scaling
     exponents: ((a_slices, ea), (b_slices, eb))."""
-    return split_float(a, s, axis=2), split_float(b, s, axis=1)  # rows of A, columns of B: along K
+    return split_operand(a, s, 0, 2), split_operand(b, s, 1, 1)  # rows of A, columns of B: along K
+
+
+def unscale(c, ea, eb):
+    """C 2^-(ea + eb): the row and column scaling undone (one exact rescale;
+    either may be None: that side was not scaled)."""
+    if ea is None and eb is None:
+        return c
+    e = (0 if ea is None else ea) + (0 if eb is None else eb)  # (B, M, 1) + (B, 1, N)
+    return ldexp(c, -e)
 
 
 def split_product(a_split, b_split, s: FloatSplit, platform: str, level_sum=xla_level_sum):
     """The product of operands split by ``split_operands``."""
     (a_sl, ea), (b_sl, eb) = a_split, b_split
-    c = level_sum(a_sl, b_sl, s, platform)
-    if ea is not None:
-        c = ldexp(c, -(ea + eb))  # (B, M, 1) + (B, 1, N): one exact rescale
-    return c
+    return unscale(level_sum(a_sl, b_sl, s, platform), ea, eb)
 
 
 def float_split_dot(a, b, s: FloatSplit, platform: str, level_sum=xla_level_sum):

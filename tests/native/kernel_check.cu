@@ -80,6 +80,11 @@ struct FusedScheme {
                                      // unscaled (bf16, tf32: jaxemu/schemes.py lo_scale_bits)
   std::vector<std::pair<int, int>> products;
   bool row_scaling;                  // fp16: row / column exponents
+  // An exact operand (jaxemu/schemes.py FloatSplit.exact: a one-hot matrix)
+  // has one slice; the products name only its slice 0.
+  bool exact_a = false, exact_b = false;
+  int slices_a() const { return exact_a ? 1 : slices; }
+  int slices_b() const { return exact_b ? 1 : slices; }
 };
 
 const std::vector<FusedScheme>& fused_schemes() {
@@ -95,6 +100,15 @@ const std::vector<FusedScheme>& fused_schemes() {
       {"bf16x5", fused::SliceType::kBF16, 3, 0, {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {0, 2}}, false},
       {"tf32x2", fused::SliceType::kTF32, 2, 0, {{0, 0}, {0, 1}}, false},
       {"fp16x2", fused::SliceType::kFP16, 2, 11, {{0, 0}, {1, 0}}, true},
+      // One operand exact: the kernels with one slice on that side.
+      {"fp16x3 exact A", fused::SliceType::kFP16, 2, 11, {{0, 0}, {0, 1}}, true, true, false},
+      {"fp16x3 exact B", fused::SliceType::kFP16, 2, 11, {{0, 0}, {1, 0}}, true, false, true},
+      {"bf16x3 exact A", fused::SliceType::kBF16, 2, 0, {{0, 0}, {0, 1}}, false, true, false},
+      {"bf16x3 exact B", fused::SliceType::kBF16, 2, 0, {{0, 0}, {1, 0}}, false, false, true},
+      {"bf16x6 exact A", fused::SliceType::kBF16, 3, 0, {{0, 0}, {0, 1}, {0, 2}}, false, true, false},
+      {"bf16x6 exact B", fused::SliceType::kBF16, 3, 0, {{0, 0}, {1, 0}, {2, 0}}, false, false, true},
+      {"tf32x3 exact A", fused::SliceType::kTF32, 2, 0, {{0, 0}, {0, 1}}, false, true, false},
+      {"tf32x3 exact B", fused::SliceType::kTF32, 2, 0, {{0, 0}, {1, 0}}, false, false, true},
   };
   return s;
 }
@@ -134,7 +148,8 @@ std::vector<FusedCase> fused_cases() {
       if (double(s[0]) * s[1] * s[2] * s[3] * nterms > 4e8) continue;
       ++i;
       // 192-wide tiles exist for bf16x3 and tf32x3 (ffi/fused/generate.py).
-      const bool wide_ok = fused_schemes()[sc].slices == 2 && nterms == 3 &&
+      const bool wide_ok = fused_schemes()[sc].slices == 2 && nterms == 3 && !fused_schemes()[sc].exact_a &&
+                           !fused_schemes()[sc].exact_b &&
                            fused_schemes()[sc].type != fused::SliceType::kFP16;
       const int tile_n = (i % 2 || !wide_ok) ? 128 : 192;
       const int kc = (i % 3 == 0) ? 0 : (i % 3 == 1 ? 1 : 4);
@@ -189,24 +204,25 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
   std::uniform_int_distribution<int> ue(-3, 3);
 
   // Operands as floats (L, rows, kp, S), then laid out (L, rows, kp / TK, S, TK).
-  auto make = [&](int64_t rows, std::vector<float>& val, std::vector<uint8_t>& bytes) {
-    val.assign(size_t(c.batch * rows * kp * s.slices), 0.f);
+  auto make = [&](int64_t rows, int slices, std::vector<float>& val, std::vector<uint8_t>& bytes) {
+    val.assign(size_t(c.batch * rows * kp * slices), 0.f);
     bytes.assign(val.size() * esize, 0);
     for (int64_t l = 0; l < c.batch; ++l)
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t k = 0; k < kp; ++k)
-          for (int sl = 0; sl < s.slices; ++sl) {
+          for (int sl = 0; sl < slices; ++sl) {
             const float x = k < c.k ? round_to(s.type, u(rng)) : 0.f;
-            const size_t vi = size_t(((l * rows + r) * kp + k) * s.slices + sl);
-            const size_t bi = size_t((((l * rows + r) * ktiles + k / tk) * s.slices + sl) * tk + k % tk);
+            const size_t vi = size_t(((l * rows + r) * kp + k) * slices + sl);
+            const size_t bi = size_t((((l * rows + r) * ktiles + k / tk) * slices + sl) * tk + k % tk);
             val[vi] = x;
             store(s.type, x, bytes, bi);
           }
   };
   std::vector<float> av, bv;
   std::vector<uint8_t> ab, bb;
-  make(c.m, av, ab);
-  make(c.n, bv, bb);
+  const int sa = s.slices_a(), sb = s.slices_b();
+  make(c.m, sa, av, ab);
+  make(c.n, sb, bv, bb);
   if (c.with_inf) {  // one Inf in A's hi slice: Inf (or NaN) where the reference has it
     av[0] = INFINITY;
     store(s.type, INFINITY, ab, 0);
@@ -238,7 +254,8 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
   p.n = c.n;
   p.k = kp;
   p.batch = c.batch;
-  p.sa = p.sb = s.slices;
+  p.sa = sa;
+  p.sb = sb;
   p.splits = c.splits;
   p.tile_n = c.tile_n;
   p.nterms = int(s.products.size());
@@ -276,8 +293,8 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
         for (auto pr : s.products) {
           const double w = std::ldexp(1.0, -s.level_bits * (pr.first + pr.second));
           for (int64_t k = 0; k < kp; ++k) {
-            const double x = av[size_t(((l * c.m + i) * kp + k) * s.slices + pr.first)];
-            const double y = bv[size_t(((l * c.n + j) * kp + k) * s.slices + pr.second)];
+            const double x = av[size_t(((l * c.m + i) * kp + k) * sa + pr.first)];
+            const double y = bv[size_t(((l * c.n + j) * kp + k) * sb + pr.second)];
             ref += w * x * y;
             mag += w * std::fabs(x * y);
           }

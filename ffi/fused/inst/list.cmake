@@ -11,4 +11,12 @@ set(JAXEMU_FUSED_INSTANCES
   fused/inst/fused_bf16_s3_n128_tany.cu
   fused/inst/fused_tf32_s2_n128_tany.cu
   fused/inst/fused_fp16_s2_n128_tany.cu
+  fused/inst/fused_fp16_s1x2_n128_t1_1.cu
+  fused/inst/fused_fp16_s2x1_n128_t1_1.cu
+  fused/inst/fused_bf16_s1x2_n128_t2.cu
+  fused/inst/fused_bf16_s2x1_n128_t2.cu
+  fused/inst/fused_bf16_s1x3_n128_t3.cu
+  fused/inst/fused_bf16_s3x1_n128_t3.cu
+  fused/inst/fused_tf32_s1x2_n128_t2.cu
+  fused/inst/fused_tf32_s2x1_n128_t2.cu
 )

@@ -1,0 +1,177 @@
+"""Exact operands (FloatSplit.exact): emulate finds the operands a program
+builds from bool/int8/uint8 values (one-hot matrices), and the float schemes
+take them as one slice. On the CPU (xla backend): which operands are found,
+that the result is the full scheme's (bit for bit: the dropped products are
+zero) and within the scheme's bound of float64, FP32's special values, and
+the flags through grad, jvp and vmap."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxemu
+from jaxemu.emulate import exact_vars
+from jaxemu import testing as T
+from jaxemu.backends import xla as X
+from jaxemu.schemes import FloatSplit
+
+FLOAT = ["bf16x3", "bf16x6", "bf16x9", "tf32x3", "fp16x3", "fp16x3_bitcut"]
+
+
+def flags(f, *args):
+    """The exact flags of f's emulated dots, in program order."""
+    return [d.info.exact for d in jaxemu.explain(f, *args, scheme="fp16x3")]
+
+
+def dot_flags(jaxpr):
+    """exact params of the jaxemu_dot equations of a (closed) jaxpr, sub-jaxprs included."""
+    out = []
+
+    def walk(j):
+        for eqn in j.eqns:
+            if eqn.primitive is jaxemu.jaxemu_dot_p:
+                out.append(eqn.params["exact"])
+            for v in eqn.params.values():
+                for sub in (v if isinstance(v, (tuple, list)) else (v,)):
+                    inner = getattr(sub, "jaxpr", sub)
+                    if hasattr(inner, "eqns"):
+                        walk(inner)
+    walk(jaxpr.jaxpr)
+    return out
+
+
+def onehot_update(x, labels, k=7):
+    return jax.nn.one_hot(labels, k, dtype=x.dtype).T @ x
+
+
+def test_emulate_finds_the_operands_built_from_small_integers(rng):
+    x = rng.normal(size=(50, 6)).astype(np.float32)
+    lab = rng.integers(0, 7, size=50)
+    i8 = jnp.asarray(rng.integers(-128, 128, size=(6, 5)).astype(np.int8))
+    u8 = jnp.asarray(rng.integers(0, 256, size=(6, 5)).astype(np.uint8))
+    i32 = jnp.asarray(rng.integers(0, 9, size=(6, 5)).astype(np.int32))
+
+    @jax.jit
+    def helper(m, y):  # the flag crosses a jit boundary as an argument
+        return m @ y
+
+    cases = [
+        (lambda x, lab: onehot_update(x, lab), [(True, False)]),                      # jax.nn.one_hot (a jit)
+        (lambda x, lab: (lab[:, None] == jnp.arange(7)).astype(jnp.float32).T @ x, [(True, False)]),
+        (lambda x, lab: x @ i8.astype(jnp.float32), [(False, True)]),                 # int8 data
+        (lambda x, lab: x @ jnp.concatenate([u8.astype(jnp.float32), jnp.zeros((6, 2))], 1), [(False, True)]),
+        (lambda x, lab: helper(jax.nn.one_hot(lab, 7).T, x), [(True, False)]),
+        (lambda x, lab: jnp.where(x[:7, :1] > 0, jax.nn.one_hot(lab, 7).T[:, :50], 0.0) @ x, [(True, False)]),
+        # Not exact: int32 may exceed 256, a product scales the values, data is data.
+        (lambda x, lab: x @ i32.astype(jnp.float32), [(False, False)]),
+        (lambda x, lab: (2.5 * jax.nn.one_hot(lab, 7)).T @ x, [(False, False)]),
+        (lambda x, lab: x.T @ x, [(False, False)]),
+    ]
+    lab = jnp.asarray(lab)  # traced (a numpy one-hot would be a constant of the program)
+    for i, (f, want) in enumerate(cases):
+        assert flags(f, x, lab) == want, i
+        assert dot_flags(jax.make_jaxpr(jaxemu.emulate(f, scheme="fp16x3"))(x, lab)) == want, i
+
+
+def test_exact_vars_follow_the_ops_that_keep_values():
+    def f(lab, y):
+        oh = (lab[:, None] == jnp.arange(4)).astype(jnp.float32)
+        return oh.reshape(-1)[None], jnp.max(oh, axis=0), oh * y[:, None], jnp.pad(oh, 1, constant_values=3.0)
+    j = jax.make_jaxpr(f)(jnp.zeros(5, jnp.int32), jnp.ones(5))
+    ex = exact_vars(j.jaxpr)
+    assert [v in ex for v in j.jaxpr.outvars] == [True, True, False, True]
+
+
+@pytest.mark.parametrize("name", FLOAT)
+def test_exact_operand_gives_the_full_schemes_result(name, rng):
+    # The one-slice variant drops only products of zero lo slices: on the xla
+    # backend the result is the full scheme's, bit for bit, and within its
+    # bound of float64 (FP32-class: at most SGEMM's error, measured here).
+    x = T.sample("wide-exp", (300, 33), rng)
+    lab = rng.integers(0, 7, size=300)
+    got = np.asarray(jax.jit(jaxemu.emulate(lambda x: onehot_update(x, lab), scheme=name))(x))
+    oh = np.asarray(jax.nn.one_hot(lab, 7), np.float32)
+    full = np.asarray(jaxemu.matmul(oh.T, x, scheme=name))
+    np.testing.assert_array_equal(got.view(np.uint32), full.view(np.uint32))
+    ref = oh.T.astype(np.float64) @ x.astype(np.float64)
+    s = jaxemu.get_scheme(name)
+    err = T.relerr(got, ref)
+    if s.fp32_class:
+        sgemm = T.relerr(np.asarray(jnp.matmul(oh.T, x, precision="highest")), ref)
+        assert err <= max(2 * sgemm, 2.0 ** -23), (name, err, sgemm)
+    else:
+        assert err <= s.error_bound(), (name, err)
+    # rhs exact too: int8 data on the right.
+    w = rng.integers(-128, 128, size=(33, 9)).astype(np.int8)
+    got = np.asarray(jax.jit(jaxemu.emulate(lambda x: x @ w.astype(jnp.float32), scheme=name))(x))
+    full = np.asarray(jaxemu.matmul(x, w.astype(np.float32), scheme=name))
+    np.testing.assert_array_equal(got.view(np.uint32), full.view(np.uint32))
+
+
+def test_exact_operand_keeps_fp32_special_values(rng):
+    x = rng.normal(size=(40, 8)).astype(np.float32)
+    x[3, 2], x[5, :], x[7, 1] = np.inf, np.nan, 3e38
+    lab = rng.integers(0, 5, size=40)
+    lab[3] = lab[7] = 0
+    f = jax.jit(jaxemu.emulate(lambda x: onehot_update(x, lab, 5), scheme="fp16x3"))
+    got = np.asarray(f(x))
+    want = np.asarray(jnp.matmul(jax.nn.one_hot(lab, 5).T, x, precision="highest"))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-6, atol=1e-30)
+
+
+def test_flags_through_grad_jvp_and_vmap(rng):
+    x = rng.normal(size=(64, 5)).astype(np.float32)
+    lab = rng.integers(0, 7, size=64)
+    oh = np.asarray(jax.nn.one_hot(lab, 7), np.float64)
+    w = rng.normal(size=(7, 5)).astype(np.float32)
+
+    def loss(x):
+        return jnp.sum(onehot_update(x, lab) * w)
+    g = jax.grad(jaxemu.emulate(loss, scheme="fp16x3"))
+    # The cotangent dot: w (not exact) against the one-hot, now on the right.
+    assert dot_flags(jax.make_jaxpr(g)(x)) == [(True, False), (False, True)]
+    np.testing.assert_allclose(np.asarray(g(x)), oh @ w.astype(np.float64), rtol=1e-6, atol=1e-6)
+    t = rng.normal(size=x.shape).astype(np.float32)
+    fe = jaxemu.emulate(lambda x: onehot_update(x, lab), scheme="fp16x3")
+    _, tangent = jax.jvp(fe, (x,), (t,))
+    assert dot_flags(jax.make_jaxpr(lambda x, t: jax.jvp(fe, (x,), (t,)))(x, t)) == [(True, False)] * 2
+    assert T.relerr(np.asarray(tangent), oh.T @ t.astype(np.float64)) <= 2.0 ** -22
+    xb = np.stack([x, -3 * x])
+    got = np.asarray(jax.vmap(fe)(xb))
+    assert dot_flags(jax.make_jaxpr(jax.vmap(fe))(xb)) == [(True, False)]
+    assert T.relerr(got[1], -3 * (oh.T @ x.astype(np.float64))) <= 2.0 ** -22
+
+
+def test_with_exact_products_and_bound():
+    for name in FLOAT:
+        s = jaxemu.get_scheme(name)
+        a, b = s.with_exact(True, False), s.with_exact(False, True)
+        assert all(i == 0 for i, _ in a.products) and all(j == 0 for _, j in b.products)
+        assert {(j, i) for i, j in a.products} == set(b.products)
+        assert a.slices_of(0) == 1 and a.slices_of(1) == s.slices and a.exact == (True, False)
+        assert a.unit_roundoff <= s.unit_roundoff and a.fp32_class == s.fp32_class
+        assert s.with_exact(False, False) is s and a.with_exact(True, False) is a
+        assert "lhs exact" in a.describe()
+    with pytest.raises(ValueError, match="exact"):
+        FloatSplit("bad", "bf16", 2, ((0, 0), (1, 0)), exact=(True, False))
+    with pytest.raises(ValueError, match="two bools"):
+        FloatSplit("bad", "bf16", 2, ((0, 0),), exact=(1, 0))
+
+
+def test_explain_names_the_exact_operand(rng):
+    x = rng.normal(size=(30, 4)).astype(np.float32)
+    lab = rng.integers(0, 3, size=30)
+    rep = jaxemu.explain(lambda x: onehot_update(x, lab, 3), x, scheme="bf16x6")
+    assert "lhs holds small integers" in rep[0].reason and "3 of 6 products" in rep[0].reason
+
+
+def test_split_operand_of_an_exact_side_is_the_operand(rng):
+    s = jaxemu.get_scheme("fp16x3").with_exact(False, True)
+    a = jnp.asarray(rng.normal(size=(1, 4, 8)).astype(np.float32))
+    b = jnp.asarray(rng.integers(0, 2, size=(1, 8, 3)).astype(np.float32))
+    (a_sl, ea), (b_sl, eb) = X.split_operands(a, b, s)
+    assert len(a_sl) == 2 and ea is not None and len(b_sl) == 1 and eb is None
+    assert b_sl[0] is b
