@@ -93,7 +93,7 @@ from jax import lax
 from . import costs
 from .backends import SplitProduct, backend_for, xla
 from .backends.xla import exponent, ldexp
-from .schemes import Auto, get_scheme
+from .schemes import Auto, FloatSplit, get_scheme
 
 # componentwise: fp16x3 keeps full precision for values within ~26 binades
 # below their row's maximum (hi and lo stay normal in fp16 after scaling the
@@ -196,12 +196,36 @@ def _cost_model(s: Auto, platform: Optional[str], backend: Optional[str]):
     return costs.model_for(dev.device_kind, backend or "xla")
 
 
+# The time of auto's emulated candidates with an exact operand, as a share
+# of the full scheme's: measured on an H200 (scripts/onehot_bench.py, the
+# k-means update one_hot(1M, 1024)^T X(1M, 256), same run: fp16x3 6.15 vs
+# 9.63 ms, bf16x6 7.18 vs 12.74 ms). Not the share of slice products (2/3
+# and 1/2): the other operand's split and the exact operand's read stay.
+EXACT_SHARE = {"fp16x3": 0.64, "bf16x6": 0.56}
+
+
+def exact_share(name: str, exact) -> float:
+    """auto's estimate of a scheme's cost with exact operands
+    (FloatSplit.with_exact), as a share of its cost in full: EXACT_SHARE,
+    else (other schemes) the share of slice products left; 1 for FP32."""
+    sc = get_scheme(name)
+    if not any(exact) or not isinstance(sc, FloatSplit):
+        return 1.0
+    return EXACT_SHARE.get(name, sc.with_exact(*exact).num_products / sc.num_products)
+
+
+def with_exact(sc, exact):
+    """A float scheme's variant for these exact operands (else the scheme)."""
+    return sc.with_exact(*exact) if any(exact) and isinstance(sc, FloatSplit) else sc
+
+
 def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = None,
-         backend: Optional[str] = None, model=None) -> AutoPlan:
+         backend: Optional[str] = None, model=None, exact=(False, False)) -> AutoPlan:
     """The candidates auto considers for a (bsz, m, k) x (bsz, k, n) product
     on ``platform`` with ``backend`` running the emulated schemes; ``model``
     (a costs.CostModel) overrides the device's, e.g. to ask what auto would
-    do on another GPU."""
+    do on another GPU; ``exact``: operands known to hold small integers
+    (their products cost ``exact_share`` of the full scheme's)."""
     model = model or _cost_model(s, platform, backend)
     shape = (bsz, m, n, k)
     if model is None:
@@ -215,7 +239,7 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
                             f"min(M, N, K) = {min(m, n, k)} < {s.min_dim}: too thin for emulation to pay", source)
 
         def cost(name, b, mm, nn, kk):
-            return 2.0 * b * mm * nn * kk * costs.product_weight(name)
+            return 2.0 * b * mm * nn * kk * costs.product_weight(name) * exact_share(name, exact)
 
         def gather(rows, cols):
             return 0.0
@@ -223,7 +247,7 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
         source = model.source
 
         def cost(name, b, mm, nn, kk):
-            return model.time(name, (b, mm, nn, kk))
+            return model.time(name, (b, mm, nn, kk)) * exact_share(name, exact)
 
         def gather(rows, cols):
             return model.gather_time(shape, rows, cols)
@@ -359,14 +383,15 @@ class DataTest:
     rows and columns. Everything is computed from ``operand_stats`` (one
     pass over each operand); the hybrids' parts (sorts) only when asked."""
 
-    def __init__(self, st: Stats, mkn: Tuple[int, int, int], criterion: str):
+    def __init__(self, st: Stats, mkn: Tuple[int, int, int], criterion: str, exact=(False, False)):
         self.st, self.criterion = st, criterion
         self.m, self.k, self.n = mkn
+        self.exact = tuple(exact)
 
     @classmethod
-    def of(cls, a, b, s: Auto) -> "DataTest":
+    def of(cls, a, b, s: Auto, exact=(False, False)) -> "DataTest":
         st = operand_stats(a, b, normwise=s.criterion == "normwise")
-        return cls(st, (a.shape[1], a.shape[2], b.shape[2]), s.criterion)
+        return cls(st, (a.shape[1], a.shape[2], b.shape[2]), s.criterion, exact)
 
     @functools.cached_property
     def classes(self):
@@ -398,11 +423,13 @@ class DataTest:
         per_row = jnp.where(st.m > 0, st.q / _root8(jnp.where(st.m > 0, st.m, 1.0)), jnp.inf)
         return _Scaled(fa, la, fb, lb, rhs, per_row, mx * mx)
 
-    @staticmethod
-    def _lhs(nfa, nla, nfb, nlb):
+    def _lhs(self, nfa, nla, nfb, nlb):
         """E 2^-(ea+eb) 2^50 from the norms of the scaled vectors; E's own FP32
-        sums are covered by the factor 2."""
-        return 2.0 * (nfa * nlb + nla * nfb)
+        sums are covered by the factor 2. The first term is A's representation
+        error against |B|, the second B's against |A|: an exact operand
+        (small integers: FloatSplit.exact) has none."""
+        ea, eb = self.exact
+        return 2.0 * ((0.0 if ea else nfa * nlb) + (0.0 if eb else nla * nfb))
 
     @staticmethod
     def _terms(w, wq):
@@ -630,22 +657,30 @@ def _choose(candidates, a, b, test: DataTest, product: Callable, platform: str, 
 
 
 def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xla",
-             split: Optional[SplitProduct] = None):
+             split: Optional[SplitProduct] = None, exact=(False, False)):
     """The auto scheme on canonical f32 operands a (B, M, K), b (B, K, N)
     (may contain NaN/Inf). ``product(a, b, scheme)`` is the backends'
     concrete product (jaxemu.backends.product_for), ``backend`` the name of
     the backend it runs the emulated schemes on (for the cost model);
     ``split``: that backend's product in two steps (backends.split_product_for),
     with which the hybrids split the operands once for all their products
-    (the same numbers, a smaller program), or None: each product on its own."""
+    (the same numbers, a smaller program), or None: each product on its own;
+    ``exact``: operands known to hold small integers (jaxemu_dot's flags):
+    the float schemes run their one-slice variants (the same result for
+    fewer products), costed and tested as such."""
     bsz, m, k = a.shape
     n = b.shape[2]
     if a.size == 0 or b.size == 0:
         return product(a, b, get_scheme("fp32"))
-    pl = plan(bsz, m, n, k, s, platform, backend)
+    if any(exact):
+        full_product = product
+
+        def product(a, b, sc):
+            return full_product(a, b, with_exact(sc, exact))
+    pl = plan(bsz, m, n, k, s, platform, backend, exact=exact)
     if pl.static:
         return product(a, b, get_scheme(pl.static))
-    test = DataTest.of(a, b, s)
+    test = DataTest.of(a, b, s, exact)
     first, rest = pl.candidates[0], pl.candidates[1:]
     if not (first.scheme == "fp16x3" and not first.hybrid):
         return _choose(pl.candidates, a, b, test, product, platform, split)
@@ -654,7 +689,8 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     ok = test.fp16x3_ok
 
     def refused(a, b, st, computed):
-        return _choose(rest, a, b, DataTest(st, (m, k, n), s.criterion).resume(computed), product, platform, split)
+        return _choose(rest, a, b, DataTest(st, (m, k, n), s.criterion, exact).resume(computed), product, platform,
+                       split)
     return lax.cond(ok, lambda a, b, st, computed: product(a, b, get_scheme("fp16x3")), refused,
                     a, b, test.st, test.computed())
 

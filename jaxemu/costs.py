@@ -91,7 +91,7 @@ def _h100_points() -> Dict[str, Dict[Shape, float]]:
 
 
 # (device kind substring, backend) -> (source, measured points)
-SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-25 (docs/performance.md)", _h200_points),
+SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-26 (docs/performance.md)", _h200_points),
            ("H100", "cuda"): ("shipped: H100 measurements of 2026-11-24 (docs/performance.md)", _h100_points)}
 
 

@@ -155,8 +155,13 @@ _EXACT_FIRST = frozenset({"convert_element_type", "transpose", "reshape", "broad
                           "expand_dims", "rev", "slice", "dynamic_slice", "gather", "copy", "copy_p",
                           "reduce_max", "reduce_min", "neg", "real", "reduce_precision"})
 _EXACT_ALL = frozenset({"concatenate", "max", "min"})
-# Params holding a call's body, whose invars are the equation's.
-_CALL_KEYS = frozenset({"jaxpr", "call_jaxpr", "fun_jaxpr"})
+# Calls: primitives that run their body once on the equation's operands
+# (its invars are the equation's invars). Not loops: a scan's or while's body
+# also runs on what earlier iterations made (a zero initial carry is exact,
+# the carry after one step is not).
+_CALLS = frozenset({"jit", "pjit", "closed_call", "call", "core_call", "remat2", "checkpoint", "custom_jvp_call",
+                    "custom_vjp_call", "custom_vjp_call_jaxpr"})
+_CALL_KEYS = ("jaxpr", "call_jaxpr", "fun_jaxpr")  # where a call keeps its body
 
 
 def _body_arity(v) -> int:
@@ -196,7 +201,7 @@ def exact_vars(jaxpr, exact_in: Tuple[bool, ...] = ()) -> frozenset:
             ok = _is_exact(ins[0], exact) and _is_exact(ins[1], exact)
         else:
             body = next((eqn.params[k] for k in _CALL_KEYS if k in eqn.params), None)
-            if body is None or _body_arity(body) != len(ins):
+            if name not in _CALLS or body is None or _body_arity(body) != len(ins):
                 continue
             inner = body.jaxpr if isinstance(body, _compat.ClosedJaxpr) else body
             inner_exact = exact_vars(inner, tuple(_is_exact(v, exact) for v in ins))
@@ -310,7 +315,8 @@ class _Rewriter:
             v = eqn.params[k]
             # A call's body (jit, remat, custom_jvp's function) sees its
             # arguments' exactness; other sub-jaxprs start without it.
-            ein = call_in if k in _CALL_KEYS and _body_arity(v) == len(eqn.invars) else ()
+            is_body = eqn.primitive.name in _CALLS and k in _CALL_KEYS and _body_arity(v) == len(eqn.invars)
+            ein = call_in if is_body else ()
             nv = self.param(k, v, sub + _PARAM_LABELS.get(k, f"/{k}"), lazy, ein)
             changed |= nv is not v
             new_params[k] = nv

@@ -185,7 +185,7 @@ def impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_shardin
     if scheme.parts != (scheme,):  # composite: auto, above the backends
         runs_on = "xla" if backend == "xla" else backends.backend_for(scheme, platform)
         c = auto.auto_dot(a, b, scheme, platform, product, runs_on,
-                          split=backends.split_product_for(scheme, platform, backend))
+                          split=backends.split_product_for(scheme, platform, backend), exact=exact)
     else:
         c = product(a, b, with_exact(scheme, exact, platform, backend))
     return c.reshape(ds.out_shape).astype(out_dtype)

@@ -73,6 +73,31 @@ def test_emulate_finds_the_operands_built_from_small_integers(rng):
         assert dot_flags(jax.make_jaxpr(jaxemu.emulate(f, scheme="fp16x3"))(x, lab)) == want, i
 
 
+def test_loop_carries_are_not_exact(rng):
+    # A zero initial carry is exact, the carry after one step is not: a
+    # loop's body is analysed without its operands' flags (test_emulate's
+    # scan RNN caught a version that passed them).
+    wh = jnp.asarray(rng.normal(size=(4, 4)).astype(np.float32))
+    lab = jnp.asarray(rng.integers(0, 4, size=5))
+
+    def scan_f(wh, lab):
+        oh = jax.nn.one_hot(lab, 4)
+        h, _ = jax.lax.scan(lambda h, x: (jnp.tanh(h @ wh + oh[:1]), None), jnp.zeros((1, 4)), None, length=3)
+        return h
+
+    def while_f(wh, lab):
+        return jax.lax.fori_loop(0, 3, lambda i, h: jnp.tanh(h @ wh) + 1.0, jnp.zeros((2, 4)))
+
+    def onehot_in_loop(wh, lab):  # made inside the body: exact there
+        return jax.lax.fori_loop(0, 2, lambda i, h: h + jax.nn.one_hot(lab, 4).T @ (h @ wh)[:1].repeat(5, 0),
+                                 jnp.ones((4, 4)))
+    assert flags(scan_f, wh, lab) == [(False, False)]
+    assert flags(while_f, wh, lab) == [(False, False)]
+    got = np.asarray(jax.jit(jaxemu.emulate(scan_f, scheme="fp16x3"))(wh, lab))
+    np.testing.assert_allclose(got, np.asarray(jax.jit(scan_f)(wh, lab)), rtol=1e-5, atol=1e-6)
+    assert flags(onehot_in_loop, wh, lab) == [(False, False), (True, False)]  # h @ wh, then the one-hot
+
+
 def test_exact_vars_follow_the_ops_that_keep_values():
     def f(lab, y):
         oh = (lab[:, None] == jnp.arange(4)).astype(jnp.float32)
@@ -175,3 +200,40 @@ def test_split_operand_of_an_exact_side_is_the_operand(rng):
     (a_sl, ea), (b_sl, eb) = X.split_operands(a, b, s)
     assert len(a_sl) == 2 and ea is not None and len(b_sl) == 1 and eb is None
     assert b_sl[0] is b
+
+
+def test_auto_runs_the_exact_variants(rng):
+    # auto on a one-hot product: the same candidates' one-slice variants,
+    # costed at their measured share of the full scheme's time (a product
+    # too small to pay in full can pay with it), its data test without the
+    # exact side's representation error, FP32's accuracy.
+    from jaxemu import auto
+    from jaxemu.schemes import Auto
+    s = jaxemu.get_scheme("auto")
+    assert auto.exact_share("fp16x3", (True, False)) == auto.EXACT_SHARE["fp16x3"] < 1
+    assert auto.exact_share("bf16x6", (False, True)) == auto.EXACT_SHARE["bf16x6"] < 1
+    assert auto.exact_share("tf32x3", (False, True)) == 2 / 3  # no measurement: the share of products
+    assert auto.exact_share("fp32", (True, False)) == 1.0 and auto.exact_share("fp16x3", (False, False)) == 1.0
+    from jaxemu import costs
+    model = costs.model_for("NVIDIA H200", "cuda")
+    shape = (1, 1024, 256, 1 << 20)  # the k-means update: (B, M, N, K)
+    one_hot = auto.plan(1, 1024, 256, 1 << 20, s, model=model, exact=(True, False))
+    assert one_hot.candidates[0].scheme == "fp16x3" and not one_hot.candidates[0].hybrid, one_hot
+    assert one_hot.candidates[0].time == pytest.approx(model.time("fp16x3", shape) * auto.EXACT_SHARE["fp16x3"])
+    # A shape where emulation in full does not pay but a one-slice variant does.
+    assert auto.plan(1, 1024, 1024, 1024, s, model=model).static == "fp32"
+    assert auto.plan(1, 1024, 1024, 1024, s, model=model, exact=(True, False)).static is None
+    x = T.sample("normal(0,1)", (4096, 300), rng)
+    lab = jnp.asarray(rng.integers(0, 50, size=4096))
+    f = jax.jit(jaxemu.emulate(lambda x, lab: onehot_update(x, lab, 50), scheme="auto"))
+    got = np.asarray(f(x, lab))
+    oh = np.asarray(jax.nn.one_hot(lab, 50), np.float32)
+    ref = oh.T.astype(np.float64) @ x.astype(np.float64)
+    sgemm = T.relerr(np.asarray(jnp.matmul(oh.T, x, precision="highest")), ref)
+    assert T.relerr(got, ref) <= 2 * max(sgemm, 2.0 ** -24)
+    # The data test: only the inexact side's error counts.
+    a = jnp.asarray(oh.T)[None]
+    b = jnp.asarray(x)[None]
+    both = auto.DataTest.of(a, b, Auto("a"))
+    lhs_exact = auto.DataTest.of(a, b, Auto("a"), (True, False))
+    assert float(lhs_exact.normwise_ratio[0]) < float(both.normwise_ratio[0])
