@@ -559,7 +559,7 @@ def product_fits(amax_a, amax_b, k: int):
     return (amax_a * amax_b) * np.float32(k) < FITS_BOUND
 
 
-def fp32_special_values(product, a, b, platform: str, fits=None, plain=None):
+def fp32_special_values(product, a, b, platform: str, fits=None, plain=None, operands=None):
     """``product(a0, b0)``, an emulated product of the finite parts a0, b0 of
     a, b (``finite_parts``), with FP32's NaN/Inf semantics: where a or b hold
     NaN/Inf, the FP32 product's NaN/Inf pattern; where the emulation
@@ -573,16 +573,21 @@ def fp32_special_values(product, a, b, platform: str, fits=None, plain=None):
     copy C.) One conditional: its predicate costs a device-to-host copy on
     GPUs. A caller that knows more passes ``fits`` (traced bool) and
     ``plain`` (() -> C, run when it holds): the fused path takes max |A|,
-    |B| from its split kernel and runs the GEMM on the slices it has."""
+    |B| from its split kernel and runs the GEMM on the slices it has; and
+    ``operands`` (() -> (a, b)), which rebuilds the operands inside the
+    special-value branch (an exact operand from its 16-bit slice: as an
+    operand of the conditional its float32 form would be written whole,
+    4 GiB for the k-means one-hot, whichever branch runs)."""
 
     def with_specials():
         # Overflow on finite operands: a slice rounded up can overflow where
         # FP32's product does not ((2^64 - ulp)^2 with bf16 slices). Those
         # entries take FP32's own value (Inf only where FP32 overflows too).
-        a0, b0, _, _ = finite_parts(a, b)
+        x, y = operands() if operands is not None else (a, b)
+        a0, b0, _, _ = finite_parts(x, y)
         c = product(a0, b0)
         c = jnp.where(jnp.isfinite(c), c, native_dot(a0, b0, get_scheme("fp32"), platform))
-        pat = _dot(special_pattern(a), special_pattern(b), lax.Precision.DEFAULT)
+        pat = _dot(special_pattern(x), special_pattern(y), lax.Precision.DEFAULT)
         return jnp.where(jnp.isfinite(pat), c, pat)
 
     if fits is None:
