@@ -36,9 +36,10 @@ jit calls, holds small integers, exact in every slice format. Its dot is
 emulated with the scheme's one-slice variant for that operand
 (FloatSplit.with_exact): no split of it, and none of the products of its
 (zero) lo slices: the same result for fewer slice products (the k-means
-update, one-hot^T X: fp16x3 runs 2 products, bf16x6 3). ``explain`` says so. ``explain`` states the rule per dot, and emulate warns
-(once per emulated function, NothingEmulatedWarning) when it changes no
-dot at all.
+update, one-hot^T X: fp16x3 runs 2 products, bf16x6 3). ``explain`` says so.
+
+``explain`` states the rule per dot, and emulate warns (once per emulated
+function, NothingEmulatedWarning) when it changes no dot at all.
 
 Rewritten jaxprs are cached per (argument structure, shapes/dtypes, static
 arguments, scheme), so calling the emulated function again does not retrace.
@@ -51,6 +52,7 @@ import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
@@ -151,9 +153,8 @@ _EXACT_DTYPES = (np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8))
 # Ops whose result holds only values of their (first / every listed) operand:
 # moves, copies, selections. ``convert_element_type`` keeps an integer's value
 # in any float format; max/min pick one of their operands' values.
-_EXACT_FIRST = frozenset({"convert_element_type", "transpose", "reshape", "broadcast_in_dim", "squeeze",
-                          "expand_dims", "rev", "slice", "dynamic_slice", "gather", "copy", "copy_p",
-                          "reduce_max", "reduce_min", "neg", "real", "reduce_precision"})
+_EXACT_FIRST = frozenset({"transpose", "reshape", "broadcast_in_dim", "squeeze", "expand_dims", "rev", "slice",
+                          "dynamic_slice", "copy", "copy_p", "reduce_max", "reduce_min", "neg", "real"})
 _EXACT_ALL = frozenset({"concatenate", "max", "min"})
 # Calls: primitives that run their body once on the equation's operands
 # (its invars are the equation's invars). Not loops: a scan's or while's body
@@ -183,6 +184,28 @@ def _is_exact(v, exact) -> bool:
     return v in exact
 
 
+def _keeps_integers(dtype) -> bool:
+    """A conversion to ``dtype`` keeps an integer of magnitude <= 256: any
+    integer or bool type (wrapped values stay small), a float type of 8 or
+    more significand bits (not the float8 / float4 types, which round it)."""
+    dt = np.dtype(dtype)
+    if not jnp.issubdtype(dt, jnp.inexact):  # (jnp's: it knows ml_dtypes' float8 / float4)
+        return True
+    return jnp.issubdtype(dt, jnp.floating) and jnp.finfo(dt).nmant >= 7
+
+
+def _gather_keeps(eqn) -> bool:
+    """A gather's out-of-bounds fill (``FILL_OR_DROP``: NaN for floats
+    unless given) is not a small integer: only clamped or promised-in-bounds
+    gathers, or a small-integer fill, keep the values exact."""
+    if "FILL" not in str(eqn.params.get("mode", "")):
+        return True
+    fill = eqn.params.get("fill_value")
+    if fill is None:
+        return not jnp.issubdtype(eqn.outvars[0].aval.dtype, jnp.inexact)
+    return bool(np.isfinite(fill) and fill == np.round(fill) and abs(fill) <= 256)
+
+
 def exact_vars(jaxpr, exact_in: Tuple[bool, ...] = ()) -> frozenset:
     """The variables of ``jaxpr`` that hold small integers (|x| <= 256) by
     construction: made from bool/int8/uint8 values by the ops above and by
@@ -193,6 +216,10 @@ def exact_vars(jaxpr, exact_in: Tuple[bool, ...] = ()) -> frozenset:
         ins = eqn.invars
         if name in _EXACT_FIRST:
             ok = bool(ins) and _is_exact(ins[0], exact)
+        elif name == "convert_element_type":
+            ok = _is_exact(ins[0], exact) and _keeps_integers(eqn.params["new_dtype"])
+        elif name == "gather":
+            ok = _is_exact(ins[0], exact) and _gather_keeps(eqn)
         elif name in _EXACT_ALL:
             ok = all(_is_exact(v, exact) for v in ins)
         elif name == "select_n":

@@ -98,6 +98,36 @@ def test_loop_carries_are_not_exact(rng):
     assert flags(onehot_in_loop, wh, lab) == [(False, False), (True, False)]  # h @ wh, then the one-hot
 
 
+def test_ops_that_change_small_integers_do_not_propagate(rng):
+    # An out-of-bounds gather fills NaN (jnp.take's default), float8 rounds
+    # 255 to 256 or beyond: neither operand is exact; a clamped gather is.
+    x = jnp.asarray(rng.normal(size=(6, 3)).astype(np.float32))
+    lab = jnp.asarray(rng.integers(0, 4, size=6))
+    idx = jnp.asarray([0, 2, 9])
+
+    def taken(x, lab):
+        return jnp.take(jax.nn.one_hot(lab, 4), idx, axis=0).T @ x[:3]
+
+    def indexed(x, lab):
+        return jax.nn.one_hot(lab, 4)[idx].T @ x[:3]  # clamped: exact
+
+    def fp8(x, lab):
+        oh = (lab[:, None] * 85).astype(jnp.uint8).astype(jnp.float8_e4m3fn).astype(jnp.float32)
+        return oh.T @ x
+
+    def bf16(x, lab):
+        return jax.nn.one_hot(lab, 4).astype(jnp.bfloat16).astype(jnp.float32).T @ x
+    assert flags(taken, x, lab) == [(False, False)]
+    assert flags(indexed, x, lab) == [(True, False)]
+    assert flags(fp8, x, lab) == [(False, False)]
+    assert flags(bf16, x, lab) == [(True, False)]
+    # The NaN fill keeps FP32's semantics through the product.
+    got = np.asarray(jax.jit(jaxemu.emulate(taken, scheme="fp16x3"))(x, lab))
+    want = np.asarray(jax.jit(taken)(x, lab))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(want).any()
+
+
 def test_exact_vars_follow_the_ops_that_keep_values():
     def f(lab, y):
         oh = (lab[:, None] == jnp.arange(4)).astype(jnp.float32)
