@@ -93,7 +93,7 @@ from jax import lax
 from . import costs
 from .backends import SplitProduct, backend_for, xla
 from .backends.xla import exponent, ldexp
-from .schemes import Auto, FloatSplit, get_scheme
+from .schemes import Auto, exact_variant, get_scheme
 
 # componentwise: fp16x3 keeps full precision for values within ~26 binades
 # below their row's maximum (hi and lo stay normal in fp16 after scaling the
@@ -209,14 +209,10 @@ def exact_share(name: str, exact) -> float:
     (FloatSplit.with_exact), as a share of its cost in full: EXACT_SHARE,
     else (other schemes) the share of slice products left; 1 for FP32."""
     sc = get_scheme(name)
-    if not any(exact) or not isinstance(sc, FloatSplit):
+    variant = exact_variant(sc, exact)
+    if variant is sc:
         return 1.0
-    return EXACT_SHARE.get(name, sc.with_exact(*exact).num_products / sc.num_products)
-
-
-def with_exact(sc, exact):
-    """A float scheme's variant for these exact operands (else the scheme)."""
-    return sc.with_exact(*exact) if any(exact) and isinstance(sc, FloatSplit) else sc
+    return EXACT_SHARE.get(name, variant.num_products / sc.num_products)
 
 
 def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = None,
@@ -676,7 +672,7 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
         full_product = product
 
         def product(a, b, sc):
-            return full_product(a, b, with_exact(sc, exact))
+            return full_product(a, b, exact_variant(sc, exact))
     pl = plan(bsz, m, n, k, s, platform, backend, exact=exact)
     if pl.static:
         return product(a, b, get_scheme(pl.static))

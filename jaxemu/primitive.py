@@ -30,7 +30,7 @@ from jax.interpreters import ad, batching, mlir
 
 from . import _compat, _sharding, auto, backends
 from .dims import canonicalize, dot_shape
-from .schemes import FloatSplit, NativeFP32
+from .schemes import NativeFP32, exact_variant
 
 BACKENDS = ("default", "xla", "cuda")
 
@@ -162,12 +162,10 @@ def with_exact(scheme, exact, platform: str, backend: str):
     """The scheme to run for operands flagged ``exact``: a float scheme's
     one-slice variant (FloatSplit.with_exact) where the backend that runs
     the full scheme runs it too (same result; else the full scheme)."""
-    if not any(exact) or not isinstance(scheme, FloatSplit):
-        return scheme
-    variant = scheme.with_exact(*exact)
-    if backend == "xla" or backends.backend_for(variant, platform) == backends.backend_for(scheme, platform):
+    variant = exact_variant(scheme, exact)
+    if variant is scheme or backend == "xla":
         return variant
-    return scheme
+    return variant if backends.backend_for(variant, platform) == backends.backend_for(scheme, platform) else scheme
 
 
 def impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, exact=(False, False),
