@@ -299,7 +299,11 @@ def _side(x0, axis):
 def operand_stats(a, b, normwise: bool = True) -> Stats:
     """The data test's statistics of canonical a (B, M, K), b (B, K, N): one
     pass over B (reductions over K), then one over A (reductions over K, the
-    probe A v among them), plus a gather of one column of B."""
+    probe A v among them), plus a gather of one column of B. (Separate
+    reductions: as one variadic reduce, XLA 0.11 on an H200 once wrote its
+    seven inputs to memory, 18 GB at the k-means update's 1024 x 1M: 11 ms
+    against 3.3; docs/performance.md, stop 25.)"""
+    a, b = _wide(a), _wide(b)  # (an exact operand may come in 16 bits)
     a0 = jnp.where(jnp.isfinite(a), a, 0.0)
     b0 = jnp.where(jnp.isfinite(b), b, 0.0)
     b_max, b_min, b_l1 = _side(b0, 1)
@@ -610,6 +614,7 @@ def _hybrids_shared(hybrids, a, b, order, inverse, which, split: SplitProduct, p
     change an entry depends on its row and column only). A hybrid's
     products are then their slice products alone, and the compiled program
     holds the splits once, not once per product of every hybrid (issue 13)."""
+    a, b = _wide(a), _wide(b)  # (an exact operand may come in 16 bits)
     a0, b0, _, _ = xla.finite_parts(a, b)
     splits = {name: split.split(a0, b0, get_scheme(name))
               for name in dict.fromkeys(["fp16x3"] + [c.scheme for c in hybrids])}
@@ -672,10 +677,17 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
         full_product = product
 
         def product(a, b, sc):
-            return full_product(a, b, exact_variant(sc, exact))
+            return full_product(_wide(a), _wide(b), exact_variant(sc, exact))
     pl = plan(bsz, m, n, k, s, platform, backend, exact=exact)
     if pl.static:
         return product(a, b, get_scheme(pl.static))
+    # An exact operand enters the test and the conditional in 16 bits (exact:
+    # |x| <= 256), in the slice format of the fastest candidate: an operand of
+    # a conditional is written to memory whichever branch runs, in float32
+    # twice the bytes of the slice the product reads (a 1M x 1024 one-hot:
+    # 4 GiB; docs/performance.md, stops 24-25).
+    narrow = _exact_format(pl.candidates)
+    a, b = (x.astype(narrow) if e else x for x, e in zip((a, b), exact))
     test = DataTest.of(a, b, s, exact)
     first, rest = pl.candidates[0], pl.candidates[1:]
     if not (first.scheme == "fp16x3" and not first.hybrid):
@@ -689,6 +701,23 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
                        split)
     return lax.cond(ok, lambda a, b, st, computed: product(a, b, get_scheme("fp16x3")), refused,
                     a, b, test.st, test.computed())
+
+
+def _wide(x):
+    """An operand back in float32 (a narrowed exact one: ``_exact_format``)."""
+    return x.astype(jnp.float32)
+
+
+def _exact_format(candidates):
+    """The 16-bit format in which exact operands (small integers, exact in
+    both) enter auto's test and conditional: the slice format of the fastest
+    emulated candidate (fp16 for fp16x3 and the hybrids, bf16 for bf16x6)."""
+    for c in candidates:
+        if c.hybrid or c.scheme == "fp16x3":
+            return jnp.float16
+        if c.scheme != "fp32":
+            return jnp.float16 if get_scheme(c.scheme).fmt == "fp16" else jnp.bfloat16
+    return jnp.float16
 
 
 def auto_report(a, b, scheme="auto", platform: Optional[str] = None) -> Dict[str, object]:

@@ -162,6 +162,29 @@ def test_exact_operand_kernels_give_the_full_schemes_result(name, side, rng):
     s = jaxemu.get_scheme(name)
     assert err <= (2 * max(err_sgemm, 2.0 ** -24) if s.fp32_class else s.error_bound()), (err, err_sgemm)
 
+def test_auto_takes_an_exact_operand_in_16_bits(rng):
+    # auto's data test and conditional take the one-hot in fp16 (the fastest
+    # candidate's slice format): an operand of a conditional is written
+    # whichever branch runs, so no float32 form of it may reach the entry
+    # computation; the result keeps FP32's accuracy.
+    from jaxemu.schemes import Auto
+    k, m, n = 70001, 13, 200
+    lab = jnp.asarray(rng.integers(0, m, size=k))
+    x = T.sample("normal(0,1)", (k, n), rng)
+
+    def f(x, lab):
+        return jax.nn.one_hot(lab, m, dtype=x.dtype).T @ x
+    emulated = jax.jit(jaxemu.emulate(f, scheme=Auto(min_flops=0, min_dim=0, cost_model="counts")))
+    hlo = emulated.lower(x, lab).compile().as_text()
+    entry = hlo[hlo.index("\nENTRY"):]
+    assert re.search(r"f16\[(1,)?13,70001\]", entry), entry
+    assert not re.search(r"f32\[(1,)?(13,70001|70001,13)\]", entry), entry
+    oh = np.asarray(jax.nn.one_hot(lab, m), np.float32)
+    ref = oh.T.astype(np.float64) @ x.astype(np.float64)
+    sgemm = np.asarray(jax.jit(lambda a, b: jnp.matmul(a, b, precision="highest"))(oh.T, x))
+    assert T.relerr(np.asarray(emulated(x, lab)), ref) <= 2 * max(T.relerr(sgemm, ref), 2.0 ** -24)
+
+
 def test_zero_sized_dims():
     for sa, sb in [((0, 5), (5, 3)), ((4, 0), (0, 3)), ((4, 5), (5, 0))]:
         c = run("bf16x6", np.ones(sa, np.float32), np.ones(sb, np.float32), "cuda")

@@ -267,3 +267,36 @@ def test_auto_runs_the_exact_variants(rng):
     both = auto.DataTest.of(a, b, Auto("a"))
     lhs_exact = auto.DataTest.of(a, b, Auto("a"), (True, False))
     assert float(lhs_exact.normwise_ratio[0]) < float(both.normwise_ratio[0])
+
+
+def test_auto_passes_an_exact_operand_to_its_conditional_in_16_bits(rng):
+    # An operand of a conditional is written to memory whichever branch runs:
+    # auto's test and branches take the exact operand in the fastest
+    # candidate's slice format (fp16 for fp16x3), never in float32, and give
+    # FP32's accuracy (every candidate run: fp16x3, the hybrids, bf16x6).
+    from jaxemu import auto
+    from jaxemu.backends import product_for
+    from jaxemu.schemes import Auto
+    s = Auto(min_flops=0, min_dim=0, cost_model="counts")
+    lab = jnp.asarray(rng.integers(0, 50, size=4096))
+    a = jax.nn.one_hot(lab, 50, dtype=jnp.float32).T[None]
+    b = jnp.asarray(T.sample("normal(0,1)", (4096, 300), rng))[None]
+    product = product_for("cpu", "xla")
+
+    def f(a, b):
+        return auto.auto_dot(a, b, s, "cpu", product, exact=(True, False))
+    conds = [e for e in jax.make_jaxpr(f)(a, b).jaxpr.eqns if e.primitive.name == "cond"]
+    assert len(conds) == 1, conds
+    ops = [v.aval for v in conds[0].invars]
+    assert any(x.shape == a.shape and x.dtype == jnp.float16 for x in ops), ops
+    assert not any(x.shape == a.shape and x.dtype == jnp.float32 for x in ops), ops
+    candidates = auto.plan(1, 50, 300, 4096, s, "cpu", "xla", exact=(True, False)).candidates
+    x = T.sample("normal(0,1)", (4096, 300), rng)
+    # normal data takes fp16x3; with exponents spread over 40 binades a few
+    # products dominate each entry and the test refuses it (bf16x6 runs).
+    for x, want in ((x, "fp16x3"), (x * np.exp2(rng.integers(-20, 20, size=x.shape)).astype(np.float32), "bf16x6")):
+        bb = jnp.asarray(x)[None]
+        assert candidates[int(auto.choice_index(candidates, auto.DataTest.of(a, bb, s, (True, False))))].label == want
+        ref = np.asarray(a[0], np.float64) @ np.asarray(bb[0], np.float64)
+        sgemm = T.relerr(np.asarray(jnp.matmul(a[0], bb[0], precision="highest")), ref)
+        assert T.relerr(np.asarray(jax.jit(f)(a, bb)[0]), ref) <= 2 * max(sgemm, 2.0 ** -24), want
