@@ -263,11 +263,11 @@ class FloatSplit(Scheme):
         return f"{self.slices} x {self.fmt} ({self.split}), products {p}, kc={self.kc}{tail}"
 
 
-
 def exact_variant(scheme: "Scheme", exact) -> "Scheme":
     """``scheme`` for operands flagged ``exact`` (lhs, rhs): a float scheme's
     one-slice variant (FloatSplit.with_exact); any other scheme unchanged."""
     return scheme.with_exact(*exact) if any(exact) and isinstance(scheme, FloatSplit) else scheme
+
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class Int8Split(Scheme):

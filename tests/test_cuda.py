@@ -162,6 +162,7 @@ def test_exact_operand_kernels_give_the_full_schemes_result(name, side, rng):
     s = jaxemu.get_scheme(name)
     assert err <= (2 * max(err_sgemm, 2.0 ** -24) if s.fp32_class else s.error_bound()), (err, err_sgemm)
 
+
 def test_auto_takes_an_exact_operand_in_16_bits(rng):
     # auto's data test and conditional take the one-hot in fp16 (the fastest
     # candidate's slice format): an operand of a conditional is written

@@ -273,7 +273,8 @@ def test_auto_passes_an_exact_operand_to_its_conditional_in_16_bits(rng):
     # An operand of a conditional is written to memory whichever branch runs:
     # auto's test and branches take the exact operand in the fastest
     # candidate's slice format (fp16 for fp16x3), never in float32, and give
-    # FP32's accuracy (every candidate run: fp16x3, the hybrids, bf16x6).
+    # FP32's accuracy on the branch taken (fp16x3) and on the refused path
+    # (bf16x6 here; the hybrids are not reached by this data).
     from jaxemu import auto
     from jaxemu.backends import product_for
     from jaxemu.schemes import Auto
