@@ -91,6 +91,7 @@ import numpy as np
 from jax import lax
 
 from . import costs
+from . import backends
 from .backends import SplitProduct, backend_for, xla
 from .backends.xla import exponent, ldexp
 from .schemes import Auto, exact_variant, get_scheme
@@ -296,23 +297,30 @@ def _side(x0, axis):
             jnp.sum(ax, axis=axis))
 
 
-def operand_stats(a, b, normwise: bool = True) -> Stats:
+def operand_stats(a, b, normwise: bool = True, row_stats: Optional[Callable] = None) -> Stats:
     """The data test's statistics of canonical a (B, M, K), b (B, K, N): one
     pass over B (reductions over K), then one over A (reductions over K, the
-    probe A v among them), plus a gather of one column of B. (Separate
-    reductions: as one variadic reduce, XLA 0.11 on an H200 once wrote its
-    seven inputs to memory, 18 GB at the k-means update's 1024 x 1M: 11 ms
-    against 3.3; docs/performance.md, stop 25.)"""
+    probe A v among them), plus a gather of one column of B. ``row_stats``:
+    the backend's kernel for A's pass (backends.row_stats_for), or None:
+    XLA's reductions (as separate reductions: as one variadic reduce, XLA 0.11
+    on an H200 once wrote its seven inputs to memory, 18 GB at the k-means
+    update's 1024 x 1M: 11 ms against 3.3; docs/performance.md, stop 25)."""
+    a_in = a
     a, b = _wide(a), _wide(b)  # (an exact operand may come in 16 bits)
-    a0 = jnp.where(jnp.isfinite(a), a, 0.0)
     b0 = jnp.where(jnp.isfinite(b), b, 0.0)
     b_max, b_min, b_l1 = _side(b0, 1)
-    a_max, a_min, a_l1 = _side(a0, 2)
     if not normwise:
-        return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1)
+        if row_stats is not None:
+            return Stats(*row_stats(a_in), b_max, b_min, b_l1)
+        return Stats(*_side(jnp.where(jnp.isfinite(a), a, 0.0), 2), b_max, b_min, b_l1)
     j = jnp.argmax(b_l1, axis=1)                                           # (B,)
     eb = exponent(jnp.max(b_l1, axis=1, initial=0.0))                      # (B,)
     v = ldexp(jnp.take_along_axis(b0, j[:, None, None], axis=2)[:, :, 0], -eb[:, None])  # (B, K), |v| < 2
+    if row_stats is not None:
+        a_max, a_min, a_l1, y, z, m, q = row_stats(a_in, v)
+        return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb)
+    a0 = jnp.where(jnp.isfinite(a), a, 0.0)
+    a_max, a_min, a_l1 = _side(a0, 2)
     av = a0 * v[:, None, :]
     t = jnp.abs(av)
     y = jnp.sum(av, axis=2)   # reductions, not a dot: they share A's pass
@@ -389,8 +397,8 @@ class DataTest:
         self.exact = tuple(exact)
 
     @classmethod
-    def of(cls, a, b, s: Auto, exact=(False, False)) -> "DataTest":
-        st = operand_stats(a, b, normwise=s.criterion == "normwise")
+    def of(cls, a, b, s: Auto, exact=(False, False), row_stats: Optional[Callable] = None) -> "DataTest":
+        st = operand_stats(a, b, normwise=s.criterion == "normwise", row_stats=row_stats)
         return cls(st, (a.shape[1], a.shape[2], b.shape[2]), s.criterion, exact)
 
     @functools.cached_property
@@ -671,6 +679,7 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     fewer products), costed and tested as such."""
     bsz, m, k = a.shape
     n = b.shape[2]
+    row_stats = None if backend == "xla" else backends.row_stats_for(s, platform)
     if a.size == 0 or b.size == 0:
         return product(a, b, get_scheme("fp32"))
     if any(exact):
@@ -688,7 +697,7 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     # 4 GiB; docs/performance.md, stops 24-25).
     narrow = _exact_format(pl.candidates)
     a, b = (x.astype(narrow) if e else x for x, e in zip((a, b), exact))
-    test = DataTest.of(a, b, s, exact)
+    test = DataTest.of(a, b, s, exact, row_stats)
     first, rest = pl.candidates[0], pl.candidates[1:]
     if not (first.scheme == "fp16x3" and not first.hybrid):
         return _choose(pl.candidates, a, b, test, product, platform, split)

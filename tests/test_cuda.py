@@ -162,6 +162,57 @@ def test_exact_operand_kernels_give_the_full_schemes_result(name, side, rng):
     s = jaxemu.get_scheme(name)
     assert err <= (2 * max(err_sgemm, 2.0 ** -24) if s.fp32_class else s.error_bound()), (err, err_sgemm)
 
+@pytest.mark.parametrize("dtype,k", [("float32", 256), ("float32", 1001), ("float32", 5000), ("float16", 8192),
+                                     ("bfloat16", 300), ("float16", 7)])
+def test_row_stats_kernel_gives_the_data_tests_statistics(dtype, k, rng):
+    # auto's A pass on the GPU (ffi/stats): per row over the finite values,
+    # max |a| and min nonzero |a| exactly, the sums within their FP32
+    # rounding bound; warp rows (K < 4096) and block rows, vector loads
+    # (K a multiple of 16 bytes) and scalar ones; bit-identical reruns.
+    from jaxemu.backends.cuda_stats import row_stats
+    a = T.sample("wide-exp", (3, 37, k), rng)
+    a[0, 3] = 0.0                                   # a zero row
+    a[1, 5, :3] = [np.nan, np.inf, -np.inf]         # non-finite values count as 0
+    a = jnp.asarray(a).astype(dtype)
+    v = jnp.asarray(T.sample("uniform(-1,1)", (3, k), rng))
+    f = jax.jit(row_stats)
+    got = [np.asarray(x, np.float64) for x in f(a, v)]
+    again = [np.asarray(x) for x in f(a, v)]
+    assert all(np.array_equal(np.asarray(x), y) for x, y in zip(f(a, v), again))
+    a64 = np.asarray(a.astype(jnp.float32), np.float64)
+    a64 = np.where(np.isfinite(a64), a64, 0.0)
+    t = (a64.astype(np.float32) * np.asarray(v)[:, None, :]).astype(np.float64)  # (FP32's product, as XLA's)
+    ax, at = np.abs(a64), np.abs(t)
+    np.testing.assert_array_equal(got[0], ax.max(2))
+    np.testing.assert_array_equal(got[1], np.where(ax > 0, ax, np.inf).min(2))
+    np.testing.assert_array_equal(got[5], at.max(2))
+    root8 = np.sqrt(np.sqrt(np.sqrt(at.astype(np.float32)))).astype(np.float64)
+    bound = 2 * k * 2.0 ** -24
+    for x, ref, mag in ((got[2], ax.sum(2), ax.sum(2)), (got[3], t.sum(2), at.sum(2)), (got[4], at.sum(2), at.sum(2)),
+                        (got[6], root8.sum(2), root8.sum(2))):
+        assert np.all(np.abs(x - ref) <= bound * mag), np.max(np.abs(x - ref) / np.maximum(mag, 1e-300))
+    assert np.isinf(got[1][0, 3]) and got[0][0, 3] == 0 and got[2][0, 3] == 0
+    no_probe = [np.asarray(x) for x in jax.jit(lambda a: row_stats(a))(a)]
+    assert len(no_probe) == 3 and all(np.array_equal(x, y) for x, y in zip(no_probe, again[:3]))
+
+
+def test_auto_runs_its_data_test_on_the_row_stats_kernel(rng):
+    # On the cuda backend auto's pass over A is the kernel (no XLA reduction
+    # over A), and its decisions match the XLA reductions' on every law.
+    from jaxemu import auto
+    from jaxemu.backends.cuda_stats import row_stats
+    s = jaxemu.get_scheme("auto")
+    f = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme="auto"))
+    x = jax.ShapeDtypeStruct((8192, 8192), jnp.float32)
+    hlo = f.lower(x, x).compile().as_text()
+    assert 'custom_call_target="jaxemu_row_stats"' in hlo
+    for law in T.LAWS:
+        a, b = (jnp.asarray(x)[None] for x in T.operands(law, 512, 3000, 256, 1))
+        kernel = jax.jit(lambda a, b: auto.DataTest.of(a, b, s, row_stats=row_stats).normwise_ratio)(a, b)
+        xla = jax.jit(lambda a, b: auto.DataTest.of(a, b, s).normwise_ratio)(a, b)
+        np.testing.assert_allclose(np.asarray(kernel), np.asarray(xla), rtol=1e-5)
+
+
 def test_auto_takes_an_exact_operand_in_16_bits(rng):
     # auto's data test and conditional take the one-hot in fp16 (the fastest
     # candidate's slice format): an operand of a conditional is written

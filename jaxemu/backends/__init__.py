@@ -59,12 +59,14 @@ class SplitProduct:
 @dataclasses.dataclass(frozen=True)
 class Registered:
     """A backend's product for one platform, the concrete schemes it runs, and
-    (optionally) the same product in two steps (SplitProduct)."""
+    (optionally) the same product in two steps (SplitProduct) and auto's
+    row statistics in one pass (``row_stats_for``)."""
 
     name: str
     product: Product
     handles: Callable[[Scheme], bool]
     split_product: Optional[SplitProduct] = None
+    row_stats: Optional[Callable] = None
 
 
 _REGISTRY: Dict[str, Registered] = {}
@@ -78,11 +80,12 @@ def _platform(platform: Optional[str]) -> str:
 
 
 def register_product(platform: str, name: str, product: Product, handles: Callable[[Scheme], bool],
-                     split_product: Optional[SplitProduct] = None) -> None:
+                     split_product: Optional[SplitProduct] = None, row_stats: Optional[Callable] = None) -> None:
     """Install backend ``name``'s concrete product on ``platform`` ("cuda") for
     the schemes for which ``handles(scheme)`` is true (checked at trace time),
-    and optionally the same product in two steps (``SplitProduct``)."""
-    _REGISTRY[platform] = Registered(name, product, handles, split_product)
+    and optionally the same product in two steps (``SplitProduct``) and auto's
+    row statistics (``row_stats_for``)."""
+    _REGISTRY[platform] = Registered(name, product, handles, split_product, row_stats)
 
 
 def registered(platform: Optional[str] = None) -> Optional[Registered]:
@@ -126,6 +129,18 @@ def split_product_for(scheme, platform: Optional[str] = None, backend: str = "de
         return SplitProduct(xla.split_stacked, xla.stacked_rows, xla.stacked_cols,
                             functools.partial(xla.stacked_product, platform=platform))
     return reg.split_product if all(reg.handles(p) for p in parts) else None
+
+
+def row_stats_for(scheme, platform: Optional[str] = None, backend: str = "default") -> Optional[Callable]:
+    """The registered backend's one-pass row statistics for auto's data test
+    (``row_stats(a, v=None)``: a (B, R, K) float32 or 16-bit, the probe v
+    (B, K) float32; jaxemu/auto.py: operand_stats), where that backend runs
+    every concrete part of ``scheme``; else None (XLA's reductions)."""
+    platform = _platform(platform)
+    reg = registered(platform)
+    if backend == "xla" or reg is None or reg.row_stats is None:
+        return None
+    return reg.row_stats if all(reg.handles(p) for p in get_scheme(scheme).parts) else None
 
 
 def product_for(platform: str, backend: str = "default") -> Product:
