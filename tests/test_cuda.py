@@ -196,11 +196,12 @@ def test_row_stats_kernel_gives_the_data_tests_statistics(dtype, k, rng):
     assert len(no_probe) == 3 and all(np.array_equal(x, y) for x, y in zip(no_probe, again[:3]))
 
 
-def test_auto_runs_its_data_test_on_the_row_stats_kernel(rng):
+def test_auto_runs_its_data_test_on_the_row_stats_kernel(rng, monkeypatch):
     # On the cuda backend auto's pass over A is the kernel (no XLA reduction
     # over A), and its decisions match the XLA reductions' on every law.
     from jaxemu import auto
     from jaxemu.backends.cuda_stats import row_stats
+    monkeypatch.setenv("JAXEMU_CUDA_ROW_STATS", "1")  # opt-in
     s = jaxemu.get_scheme("auto")
     f = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme="auto"))
     x = jax.ShapeDtypeStruct((8192, 8192), jnp.float32)

@@ -138,7 +138,8 @@ def row_stats_for(scheme, platform: Optional[str] = None, backend: str = "defaul
     every concrete part of ``scheme``; else None (XLA's reductions)."""
     platform = _platform(platform)
     reg = registered(platform)
-    if backend == "xla" or reg is None or reg.row_stats is None:
+    from .switches import enabled
+    if backend == "xla" or reg is None or reg.row_stats is None or not enabled("row_stats"):
         return None
     return reg.row_stats if all(reg.handles(p) for p in get_scheme(scheme).parts) else None
 
