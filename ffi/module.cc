@@ -348,6 +348,43 @@ XLA_FFI_DEFINE_HANDLER(kRowStats, RowStatsImpl,
                            .Arg<ffi::AnyBuffer>()   // v: (L, K) float32 or empty
                            .Ret<ffi::AnyBuffer>());  // out: (3 or 7, L, R) float32
 
+// The column statistics of B (L, K, N): partial (chunks, 3, L, N) is the
+// first launch's output, out (3, L, N) the result (stats/params.h).
+ffi::Error ColStatsImpl(cudaStream_t stream, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> partial,
+                        ffi::Result<ffi::AnyBuffer> out) {
+  auto db = b.dimensions(), dp = partial->dimensions(), dout = out->dimensions();
+  stats::ColStatsProblem p;
+  switch (b.element_type()) {
+    case ffi::DataType::F32: p.element = stats::Element::kF32; break;
+    case ffi::DataType::F16: p.element = stats::Element::kF16; break;
+    case ffi::DataType::BF16: p.element = stats::Element::kBF16; break;
+    default: return ffi::Error::InvalidArgument("jaxemu column stats: B must be float32, float16 or bfloat16");
+  }
+  if (db.size() != 3 || dout.size() != 3 || dout[0] != 3 || dout[1] != db[0] || dout[2] != db[2] ||
+      dp.size() != 4 || dp[1] != 3 || dp[2] != db[0] || dp[3] != db[2])
+    return ffi::Error::InvalidArgument("jaxemu column stats: expected B (L, K, N), partial (chunks, 3, L, N), out (3, "
+                                       "L, N); got " + shape_str(db) + ", " + shape_str(dp) + ", " + shape_str(dout));
+  if (out->element_type() != ffi::DataType::F32 || partial->element_type() != ffi::DataType::F32)
+    return ffi::Error::InvalidArgument("jaxemu column stats: partial and out must be float32");
+  p.b = b.untyped_data();
+  p.partial = static_cast<float*>(partial->untyped_data());
+  p.out = static_cast<float*>(out->untyped_data());
+  p.batch = db[0];
+  p.k = db[1];
+  p.cols = db[2];
+  p.chunks = dp[0];
+  std::string why = stats::run(p, stream);
+  if (!why.empty()) return ffi::Error::Internal("jaxemu column stats: " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kColStats, ColStatsImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // b: (L, K, N)
+                           .Ret<ffi::AnyBuffer>()   // partial: (chunks, 3, L, N) float32
+                           .Ret<ffi::AnyBuffer>());  // out: (3, L, N) float32
+
 template <typename T>
 nb::capsule capsule(T* fn) {
   return nb::capsule(reinterpret_cast<void*>(fn));
@@ -369,6 +406,7 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_ozaki2_residues"] = capsule(kOzakiResidues);
     d["jaxemu_ozaki2_crt"] = capsule(kOzakiCrt);
     d["jaxemu_row_stats"] = capsule(kRowStats);
+    d["jaxemu_col_stats"] = capsule(kColStats);
     return d;
   });
   m.def("supported_families", []() { return std::vector<std::string>{"fused", "int8"}; });

@@ -14,6 +14,8 @@ namespace stats {
 // synchronisation).
 std::string check(const RowStatsProblem& p);
 std::string run(const RowStatsProblem& p, cudaStream_t stream);
+std::string check(const ColStatsProblem& p);
+std::string run(const ColStatsProblem& p, cudaStream_t stream);
 
 }  // namespace stats
 }  // namespace jaxemu

@@ -6,54 +6,41 @@
 //
 // A row is reduced by kThreads threads (a warp for short rows, a block of 256
 // for long ones) in a fixed order: the same operand gives the same bits on
-// every run. Values load 16 bytes at a time where the row allows.
+// every run. Values load 16 bytes at a time where the row allows, kUnroll
+// loads in flight per thread; a 16-byte vector of zeros is skipped (a
+// one-hot row is almost only zeros: the pass then runs at memory speed).
 #pragma once
 
 #include <cstdint>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include "params.h"
+#include "values.cuh"
 
 namespace jaxemu {
 namespace stats {
 
-template <typename T>
-__device__ __forceinline__ float to_float(T x);
-template <>
-__device__ __forceinline__ float to_float<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ float to_float<__half>(__half x) { return __half2float(x); }
-template <>
-__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-// One thread's partial statistics (params.h), in the order of `out`.
+// One thread's partial statistics of a row (params.h), in the order of `out`.
 template <bool kProbe>
-struct Partial {
-  float amax = 0.f, amin = INFINITY, l1 = 0.f;
-  float y = 0.f, z = 0.f, m = 0.f, q = 0.f;
+struct RowPartial {
+  Extremes e;
+  double y = 0., z = 0.;  // sum t, sum |t| (t = a v, exact in float64)
+  float m = 0.f, q = 0.f;  // max |t|, sum |t|^(1/8)
 
   __device__ __forceinline__ void add(float a, float v) {
-    a = isfinite(a) ? a : 0.f;
-    const float x = fabsf(a);
-    amax = fmaxf(amax, x);
-    if (x > 0.f) amin = fminf(amin, x);
-    l1 += x;
+    a = finite_or_zero(a);
+    e.add(fabsf(a));
     if (kProbe) {
-      const float t = a * v, at = fabsf(t);
+      const double t = double(a) * double(v);
       y += t;
-      z += at;
+      z += fabs(t);
+      const float at = fabsf(float(t));
       m = fmaxf(m, at);
-      q += sqrtf(sqrtf(sqrtf(at)));
+      q += root8(at);
     }
   }
 
-  __device__ __forceinline__ void merge(const Partial& o) {
-    amax = fmaxf(amax, o.amax);
-    amin = fminf(amin, o.amin);
-    l1 += o.l1;
+  __device__ __forceinline__ void merge(const RowPartial& o) {
+    e.merge(o.e);
     if (kProbe) {
       y += o.y;
       z += o.z;
@@ -62,11 +49,9 @@ struct Partial {
     }
   }
 
-  __device__ __forceinline__ Partial shfl_down(int d) const {
-    Partial o;
-    o.amax = __shfl_down_sync(0xffffffffu, amax, d);
-    o.amin = __shfl_down_sync(0xffffffffu, amin, d);
-    o.l1 = __shfl_down_sync(0xffffffffu, l1, d);
+  __device__ __forceinline__ RowPartial shfl_down(int d) const {
+    RowPartial o;
+    o.e = e.shfl_down(d);
     if (kProbe) {
       o.y = __shfl_down_sync(0xffffffffu, y, d);
       o.z = __shfl_down_sync(0xffffffffu, z, d);
@@ -77,39 +62,58 @@ struct Partial {
   }
 };
 
-// Values per 16-byte load.
-template <typename T>
-constexpr int kVec = 16 / int(sizeof(T));
+constexpr int kUnroll = 4;
 
+// The kVec values of w at positions i .. i + kVec - 1 of the row; v: the
+// probe's values at the same positions (16-byte aligned).
 template <typename T, bool kProbe>
-__device__ __forceinline__ void add_vector(Partial<kProbe>& acc, const T* row, const float* v, int64_t i) {
-  union {
-    uint4 u;
-    T x[kVec<T>];
-  } w;
-  w.u = *reinterpret_cast<const uint4*>(row + i);
+__device__ __forceinline__ void add_vector(RowPartial<kProbe>& acc, const Vector<T>& w, const float* v) {
+  if (kProbe) {
 #pragma unroll
-  for (int j = 0; j < kVec<T>; ++j) acc.add(to_float(w.x[j]), kProbe ? v[i + j] : 0.f);
+    for (int j = 0; j < kVec<T>; j += 4) {
+      const float4 v4 = __ldg(reinterpret_cast<const float4*>(v + j));
+      acc.add(to_float(w.x[j]), v4.x);
+      acc.add(to_float(w.x[j + 1]), v4.y);
+      acc.add(to_float(w.x[j + 2]), v4.z);
+      acc.add(to_float(w.x[j + 3]), v4.w);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kVec<T>; ++j) acc.add(to_float(w.x[j]), 0.f);
+  }
 }
 
 // kThreads threads (32: a warp, or 256: the block) reduce row `r`; lane in
 // 0..kThreads-1. Returns the row's statistics in lane 0.
 template <typename T, int kThreads, bool kProbe>
-__device__ __forceinline__ Partial<kProbe> reduce_row(const RowStatsProblem& p, int64_t r, int lane) {
+__device__ __forceinline__ RowPartial<kProbe> reduce_row(const RowStatsProblem& p, int64_t r, int lane) {
   const T* row = static_cast<const T*>(p.a) + r * p.k;
   const float* v = kProbe ? p.v + (r / p.rows) * p.k : nullptr;
-  Partial<kProbe> acc;
+  RowPartial<kProbe> acc;
   constexpr int kV = kVec<T>;
-  const bool vec = (p.k % kV == 0) && (reinterpret_cast<uintptr_t>(p.a) % 16 == 0);
+  const bool vec = (p.k % kV == 0) && (reinterpret_cast<uintptr_t>(p.a) % 16 == 0) &&
+                   (!kProbe || reinterpret_cast<uintptr_t>(p.v) % 16 == 0);
   if (vec) {
-    for (int64_t i = int64_t(lane) * kV; i < p.k; i += int64_t(kThreads) * kV) add_vector<T, kProbe>(acc, row, v, i);
+    const int64_t nv = p.k / kV;
+    const uint4* rv = reinterpret_cast<const uint4*>(row);
+    for (int64_t i0 = lane; i0 < nv; i0 += int64_t(kThreads) * kUnroll) {
+      Vector<T> w[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {  // the loads first: kUnroll in flight
+        const int64_t i = i0 + int64_t(u) * kThreads;
+        w[u].u = i < nv ? __ldg(rv + i) : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (!all_zero(w[u].u)) add_vector<T, kProbe>(acc, w[u], kProbe ? v + (i0 + int64_t(u) * kThreads) * kV : v);
+    }
   } else {
     for (int64_t i = lane; i < p.k; i += kThreads) acc.add(to_float(row[i]), kProbe ? v[i] : 0.f);
   }
 #pragma unroll
   for (int d = 16; d > 0; d /= 2) acc.merge(acc.shfl_down(d));
   if (kThreads > 32) {
-    __shared__ Partial<kProbe> warps[kThreads / 32];
+    __shared__ RowPartial<kProbe> warps[kThreads / 32];
     if (lane % 32 == 0) warps[lane / 32] = acc;
     __syncthreads();
     if (lane == 0)
@@ -119,15 +123,15 @@ __device__ __forceinline__ Partial<kProbe> reduce_row(const RowStatsProblem& p, 
 }
 
 template <bool kProbe>
-__device__ __forceinline__ void store(const RowStatsProblem& p, int64_t r, const Partial<kProbe>& s) {
+__device__ __forceinline__ void store(const RowStatsProblem& p, int64_t r, const RowPartial<kProbe>& s) {
   const int64_t n = p.batch * p.rows;
   float* o = p.out + r;
-  o[0] = s.amax;
-  o[n] = s.amin;
-  o[2 * n] = s.l1;
+  o[0] = s.e.amax;
+  o[n] = s.e.amin;
+  o[2 * n] = float(s.e.l1);
   if (kProbe) {
-    o[3 * n] = s.y;
-    o[4 * n] = s.z;
+    o[3 * n] = float(s.y);
+    o[4 * n] = float(s.z);
     o[5 * n] = s.m;
     o[6 * n] = s.q;
   }
@@ -138,7 +142,7 @@ template <typename T, bool kProbe>
 __global__ void __launch_bounds__(256) row_stats_warp_kernel(const RowStatsProblem p) {
   const int64_t r = int64_t(blockIdx.x) * 8 + threadIdx.x / 32;
   if (r >= p.batch * p.rows) return;  // whole warps leave together
-  Partial<kProbe> s = reduce_row<T, 32, kProbe>(p, r, threadIdx.x % 32);
+  RowPartial<kProbe> s = reduce_row<T, 32, kProbe>(p, r, threadIdx.x % 32);
   if (threadIdx.x % 32 == 0) store<kProbe>(p, r, s);
 }
 
@@ -146,7 +150,7 @@ __global__ void __launch_bounds__(256) row_stats_warp_kernel(const RowStatsProbl
 template <typename T, bool kProbe>
 __global__ void __launch_bounds__(256) row_stats_block_kernel(const RowStatsProblem p) {
   const int64_t r = blockIdx.x;
-  Partial<kProbe> s = reduce_row<T, 256, kProbe>(p, r, threadIdx.x);
+  RowPartial<kProbe> s = reduce_row<T, 256, kProbe>(p, r, threadIdx.x);
   if (threadIdx.x == 0) store<kProbe>(p, r, s);
 }
 

@@ -57,16 +57,31 @@ class SplitProduct:
 
 
 @dataclasses.dataclass(frozen=True)
+class StatsKernels:
+    """A backend's one-pass statistics for auto's data test (jaxemu/auto.py:
+    operand_stats): ``rows(a, v=None)``: per row of a (B, R, K), max, min
+    nonzero and sum of |a| over its finite values, and with the probe v (B,
+    K) sum t, sum |t|, max |t|, sum |t|^(1/8) of t = a v; ``columns(b)``:
+    the first three per column of b (B, K, N); ``probe_roundings(k)``: the
+    error bound of rows' probe sums in units of float32's unit roundoff
+    (XLA's float32 sums: k)."""
+
+    rows: Callable
+    columns: Callable
+    probe_roundings: Callable[[int], int]
+
+
+@dataclasses.dataclass(frozen=True)
 class Registered:
     """A backend's product for one platform, the concrete schemes it runs, and
     (optionally) the same product in two steps (SplitProduct) and auto's
-    row statistics in one pass (``row_stats_for``)."""
+    operand statistics in one pass each (``StatsKernels``)."""
 
     name: str
     product: Product
     handles: Callable[[Scheme], bool]
     split_product: Optional[SplitProduct] = None
-    row_stats: Optional[Callable] = None
+    stats: Optional[StatsKernels] = None
 
 
 _REGISTRY: Dict[str, Registered] = {}
@@ -80,12 +95,12 @@ def _platform(platform: Optional[str]) -> str:
 
 
 def register_product(platform: str, name: str, product: Product, handles: Callable[[Scheme], bool],
-                     split_product: Optional[SplitProduct] = None, row_stats: Optional[Callable] = None) -> None:
+                     split_product: Optional[SplitProduct] = None, stats: Optional[StatsKernels] = None) -> None:
     """Install backend ``name``'s concrete product on ``platform`` ("cuda") for
     the schemes for which ``handles(scheme)`` is true (checked at trace time),
     and optionally the same product in two steps (``SplitProduct``) and auto's
-    row statistics (``row_stats_for``)."""
-    _REGISTRY[platform] = Registered(name, product, handles, split_product, row_stats)
+    operand statistics (``StatsKernels``)."""
+    _REGISTRY[platform] = Registered(name, product, handles, split_product, stats)
 
 
 def registered(platform: Optional[str] = None) -> Optional[Registered]:
@@ -131,17 +146,16 @@ def split_product_for(scheme, platform: Optional[str] = None, backend: str = "de
     return reg.split_product if all(reg.handles(p) for p in parts) else None
 
 
-def row_stats_for(scheme, platform: Optional[str] = None, backend: str = "default") -> Optional[Callable]:
-    """The registered backend's one-pass row statistics for auto's data test
-    (``row_stats(a, v=None)``: a (B, R, K) float32 or 16-bit, the probe v
-    (B, K) float32; jaxemu/auto.py: operand_stats), where that backend runs
-    every concrete part of ``scheme``; else None (XLA's reductions)."""
+def stats_for(scheme, platform: Optional[str] = None, backend: str = "default") -> Optional[StatsKernels]:
+    """The registered backend's kernels for auto's operand statistics
+    (``StatsKernels``), where that backend runs every concrete part of
+    ``scheme`` and its switch is on; else None (XLA's reductions)."""
     platform = _platform(platform)
     reg = registered(platform)
     from .switches import enabled
-    if backend == "xla" or reg is None or reg.row_stats is None or not enabled("row_stats"):
+    if backend == "xla" or reg is None or reg.stats is None or not enabled("stats"):
         return None
-    return reg.row_stats if all(reg.handles(p) for p in get_scheme(scheme).parts) else None
+    return reg.stats if all(reg.handles(p) for p in get_scheme(scheme).parts) else None
 
 
 def product_for(platform: str, backend: str = "default") -> Product:

@@ -73,11 +73,11 @@ def split_product() -> SplitProduct:
 def register(ext) -> None:
     for name, capsule in ext.registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="CUDA")
-    from .cuda_stats import row_stats
+    from . import cuda_stats
     register_product("cuda", "cuda", make_product(ext),
                      handles=lambda s: handles(s, families(ext)) and _gpus_supported(ext),
                      split_product=split_product(),
-                     row_stats=row_stats if "jaxemu_row_stats" in ext.registrations() else None)
+                     stats=cuda_stats.KERNELS if "jaxemu_col_stats" in ext.registrations() else None)
 
 
 def gpus_supported(ext) -> bool:
