@@ -721,8 +721,8 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     if any(exact):
         full_product = product
 
-        def product(a, b, sc):
-            return full_product(_wide(a), _wide(b), exact_variant(sc, exact))
+        def product(a, b, sc, scales=None):
+            return full_product(_wide(a), _wide(b), exact_variant(sc, exact), scales)
     pl = plan(bsz, m, n, k, s, platform, backend, exact=exact)
     if pl.static:
         return product(a, b, get_scheme(pl.static))
@@ -743,8 +743,11 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
 
     def refused(a, b, st, computed):
         return _choose(rest, a, b, test.like(st).resume(computed), product, platform, split)
-    return lax.cond(ok, lambda a, b, st, computed: product(a, b, get_scheme("fp16x3")), refused,
-                    a, b, test.st, test.computed())
+    # fp16x3 takes its row scaling from the test's maxima (the same
+    # exponents): one pass over each operand fewer than on its own.
+    return lax.cond(ok, lambda a, b, st, computed: product(a, b, get_scheme("fp16x3"),
+                                                           backends.row_scales(st.a_max, st.b_max)),
+                    refused, a, b, test.st, test.computed())
 
 
 def _wide(x):

@@ -199,6 +199,23 @@ def test_the_probes_lower_bound_survives_a_million_rows():
     assert 3.2 - gamma_old * 64.0 < 0                     # which had no lower bound here
 
 
+def test_row_scales_from_the_tests_maxima_are_the_splits(rng):
+    """auto hands fp16x3 the row scaling from its test's maxima
+    (backends.row_scales): the same exponents as the split's own pass, on
+    every exponent, zero rows, subnormals and NaN/Inf."""
+    from jaxemu import backends
+    a = T.sample("wide-exp", (2, 40, 300), rng) * np.float32(2.0 ** -100)
+    b = T.sample("wide-exp", (2, 300, 24), rng) * np.float32(2.0 ** 90)
+    a[0, 3], b[1, :, 5] = 0.0, 0.0
+    a[1, 2, :4] = [np.nan, np.inf, -np.inf, 1e-45]
+    b[0, :2, 7] = [np.inf, 3e-44]
+    a, b = jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32)
+    st = auto.operand_stats(a, b)
+    ea, eb = backends.row_scales(st.a_max, st.b_max)
+    np.testing.assert_array_equal(ea, xla.row_scale_exponents(a, 2)[:, :, 0])
+    np.testing.assert_array_equal(eb, xla.row_scale_exponents(b, 1)[:, 0, :])
+
+
 @pytest.mark.parametrize("t", [34, 40, 50])
 def test_normwise_auto_refuses_fp16x3_where_it_loses_bits(t, rng):
     """Tiny partners 2^-t: fp16x3 there is 10x or more FP32's error; auto's

@@ -271,6 +271,24 @@ def test_auto_with_the_stats_kernels_admits_fp16x3_on_a_long_centre_update(rng, 
     assert T.relerr(got, ref) <= max(T.relerr(sgemm, ref), 2.0 ** -24), (T.relerr(got, ref), T.relerr(sgemm, ref))
 
 
+@pytest.mark.parametrize("stats", ["0", "1"])
+def test_auto_gives_fp16x3s_bits_with_the_tests_row_scaling(stats, rng, monkeypatch):
+    # Where its test passes fp16x3, auto hands the kernel the row scaling
+    # from the test's maxima (backends.row_scales) instead of a pass of its
+    # own: the same exponents, so the same bits as fp16x3 called directly,
+    # with XLA's statistics or the kernels'; and no reduction over B remains
+    # in the conditional's fp16x3 branch.
+    monkeypatch.setenv("JAXEMU_CUDA_STATS", stats)
+    s = jaxemu.get_scheme("auto").replace(min_flops=0.0, min_dim=0, cost_model="counts")
+    for law in T.LAWS:
+        a, b = T.operands(law, 700, 3000, 300, 2)
+        got = np.asarray(jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=s))(a, b))
+        want = np.asarray(jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme="fp16x3"))(a, b))
+        report = jaxemu.auto_report(a, b, s)
+        assert report["scheme"] == "fp16x3", (law, report)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=law)
+
+
 def test_auto_takes_an_exact_operand_in_16_bits(rng):
     # auto's data test and conditional take the one-hot in fp16 (the fastest
     # candidate's slice format): an operand of a conditional is written

@@ -25,10 +25,14 @@ import dataclasses
 import functools
 from typing import Callable, Dict, Optional
 
+import jax.numpy as jnp
+
 from ..schemes import Scheme, get_scheme
 from . import xla
 
-Product = Callable  # (a: f32[B, M, K], b: f32[B, K, N], scheme: Scheme) -> f32[B, M, N]
+# (a: f32[B, M, K], b: f32[B, K, N], scheme: Scheme, scales=None) -> f32[B, M, N]; scales: the
+# operands' row-scaling exponents if the caller has them (``row_scales``), or None.
+Product = Callable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,8 +117,18 @@ def xla_product(platform: str) -> Product:
     return functools.partial(_xla_canonical_dot, platform=platform)
 
 
-def _xla_canonical_dot(a, b, scheme, platform):
-    return xla.canonical_dot(a, b, scheme, platform)
+def _xla_canonical_dot(a, b, scheme, platform, scales=None):
+    return xla.canonical_dot(a, b, scheme, platform)  # (its split computes its own row scaling)
+
+
+def row_scales(a_max, b_max):
+    """The row-scaling exponents of A (B, M) and B (B, N) from their largest
+    finite |value| per row of A and column of B, as a split computes them
+    (xla.row_scale_exponents); passed to a product (``Product``'s scales),
+    they spare it a pass over each operand (auto's data test has these
+    maxima)."""
+    return tuple(jnp.where(x > 0, xla.FP16_ROW_TOP_EXP - xla.exponent(x), 0).astype(jnp.int32)
+                 for x in (a_max, b_max))
 
 
 def handles(scheme, platform: Optional[str] = None) -> bool:
@@ -168,7 +182,7 @@ def product_for(platform: str, backend: str = "default") -> Product:
     if backend == "xla" or reg is None:
         return reference
 
-    def product(a, b, scheme):
+    def product(a, b, scheme, scales=None):
         s = get_scheme(scheme)
-        return (reg.product if reg.handles(s) else reference)(a, b, s)
+        return reg.product(a, b, s, scales) if reg.handles(s) else reference(a, b, s)
     return product
