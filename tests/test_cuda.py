@@ -224,13 +224,13 @@ def test_column_stats_kernel_gives_the_data_tests_statistics(dtype, k, n, rng):
 
 
 def test_auto_runs_its_data_test_on_the_stats_kernels(rng, monkeypatch):
-    # With JAXEMU_CUDA_STATS=1 auto's passes over A and B are the kernels (no
-    # XLA reduction over them); their statistics give the XLA reductions'
+    # With JAXEMU_CUDA_STATS on (the default) auto's passes over A and B are
+    # the kernels (no XLA reduction over them); their statistics give the XLA reductions'
     # ratio within the probe's sharper bound (never larger), and the same
     # decision on every law.
     from jaxemu import auto
     from jaxemu.backends import cuda_stats
-    monkeypatch.setenv("JAXEMU_CUDA_STATS", "1")  # opt-in
+    monkeypatch.delenv("JAXEMU_CUDA_STATS", raising=False)  # the default
     s = jaxemu.get_scheme("auto")
     f = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme="auto"))
     x = jax.ShapeDtypeStruct((8192, 8192), jnp.float32)

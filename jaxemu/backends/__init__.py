@@ -117,7 +117,7 @@ def xla_product(platform: str) -> Product:
     return functools.partial(_xla_canonical_dot, platform=platform)
 
 
-def _xla_canonical_dot(a, b, scheme, platform, scales=None):
+def _xla_canonical_dot(a, b, scheme, scales=None, *, platform):
     return xla.canonical_dot(a, b, scheme, platform)  # (its split computes its own row scaling)
 
 
