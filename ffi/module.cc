@@ -14,6 +14,7 @@
 
 #include "fused.h"
 #include "int8.h"
+#include "stats.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace nb = nanobind;
@@ -308,6 +309,82 @@ XLA_FFI_DEFINE_HANDLER(kOzakiCrt, OzakiCrtImpl,
                            .Ret<ffi::AnyBuffer>()   // c: (L, M, N) float32 or float64
                            .Attr<ffi::Span<const int64_t>>("moduli"));
 
+// auto's data test, the row statistics of one operand (stats.h): A (L, R, K)
+// float32, float16 or bfloat16; probe v (L, K) float32 or empty; out
+// (3 or 7, L, R) float32 (7 with a probe).
+ffi::Error RowStatsImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer v, ffi::Result<ffi::AnyBuffer> out) {
+  auto da = a.dimensions(), dv = v.dimensions(), dout = out->dimensions();
+  stats::RowStatsProblem p;
+  switch (a.element_type()) {
+    case ffi::DataType::F32: p.element = stats::Element::kF32; break;
+    case ffi::DataType::F16: p.element = stats::Element::kF16; break;
+    case ffi::DataType::BF16: p.element = stats::Element::kBF16; break;
+    default: return ffi::Error::InvalidArgument("jaxemu row stats: A must be float32, float16 or bfloat16");
+  }
+  const bool probe = v.element_count() > 0;
+  const int64_t n_stats = probe ? 7 : 3;
+  if (da.size() != 3 || dout.size() != 3 || dout[0] != n_stats || dout[1] != da[0] || dout[2] != da[1] ||
+      (probe && (dv.size() != 2 || dv[0] != da[0] || dv[1] != da[2])))
+    return ffi::Error::InvalidArgument("jaxemu row stats: expected A (L, R, K), v (L, K) or empty, out (" +
+                                       std::to_string(n_stats) + ", L, R); got " + shape_str(da) + ", " +
+                                       shape_str(dv) + ", " + shape_str(dout));
+  if (out->element_type() != ffi::DataType::F32 || (probe && v.element_type() != ffi::DataType::F32))
+    return ffi::Error::InvalidArgument("jaxemu row stats: v and out must be float32");
+  p.a = a.untyped_data();
+  p.v = probe ? static_cast<const float*>(v.untyped_data()) : nullptr;
+  p.out = static_cast<float*>(out->untyped_data());
+  p.batch = da[0];
+  p.rows = da[1];
+  p.k = da[2];
+  std::string why = stats::run(p, stream);
+  if (!why.empty()) return ffi::Error::Internal("jaxemu row stats: " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kRowStats, RowStatsImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // a: (L, R, K)
+                           .Arg<ffi::AnyBuffer>()   // v: (L, K) float32 or empty
+                           .Ret<ffi::AnyBuffer>());  // out: (3 or 7, L, R) float32
+
+// The column statistics of B (L, K, N): partial (chunks, 3, L, N) is the
+// first launch's output, out (3, L, N) the result (stats/params.h).
+ffi::Error ColStatsImpl(cudaStream_t stream, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> partial,
+                        ffi::Result<ffi::AnyBuffer> out) {
+  auto db = b.dimensions(), dp = partial->dimensions(), dout = out->dimensions();
+  stats::ColStatsProblem p;
+  switch (b.element_type()) {
+    case ffi::DataType::F32: p.element = stats::Element::kF32; break;
+    case ffi::DataType::F16: p.element = stats::Element::kF16; break;
+    case ffi::DataType::BF16: p.element = stats::Element::kBF16; break;
+    default: return ffi::Error::InvalidArgument("jaxemu column stats: B must be float32, float16 or bfloat16");
+  }
+  if (db.size() != 3 || dout.size() != 3 || dout[0] != 3 || dout[1] != db[0] || dout[2] != db[2] ||
+      dp.size() != 4 || dp[1] != 3 || dp[2] != db[0] || dp[3] != db[2])
+    return ffi::Error::InvalidArgument("jaxemu column stats: expected B (L, K, N), partial (chunks, 3, L, N), out (3, "
+                                       "L, N); got " + shape_str(db) + ", " + shape_str(dp) + ", " + shape_str(dout));
+  if (out->element_type() != ffi::DataType::F32 || partial->element_type() != ffi::DataType::F32)
+    return ffi::Error::InvalidArgument("jaxemu column stats: partial and out must be float32");
+  p.b = b.untyped_data();
+  p.partial = static_cast<float*>(partial->untyped_data());
+  p.out = static_cast<float*>(out->untyped_data());
+  p.batch = db[0];
+  p.k = db[1];
+  p.cols = db[2];
+  p.chunks = dp[0];
+  std::string why = stats::run(p, stream);
+  if (!why.empty()) return ffi::Error::Internal("jaxemu column stats: " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kColStats, ColStatsImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // b: (L, K, N)
+                           .Ret<ffi::AnyBuffer>()   // partial: (chunks, 3, L, N) float32
+                           .Ret<ffi::AnyBuffer>());  // out: (3, L, N) float32
+
 template <typename T>
 nb::capsule capsule(T* fn) {
   return nb::capsule(reinterpret_cast<void*>(fn));
@@ -328,6 +405,8 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_int8_gemm"] = capsule(kInt8Gemm);
     d["jaxemu_ozaki2_residues"] = capsule(kOzakiResidues);
     d["jaxemu_ozaki2_crt"] = capsule(kOzakiCrt);
+    d["jaxemu_row_stats"] = capsule(kRowStats);
+    d["jaxemu_col_stats"] = capsule(kColStats);
     return d;
   });
   m.def("supported_families", []() { return std::vector<std::string>{"fused", "int8"}; });

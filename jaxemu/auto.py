@@ -91,6 +91,7 @@ import numpy as np
 from jax import lax
 
 from . import costs
+from . import backends
 from .backends import SplitProduct, backend_for, xla
 from .backends.xla import exponent, ldexp
 from .schemes import Auto, exact_variant, get_scheme
@@ -296,23 +297,32 @@ def _side(x0, axis):
             jnp.sum(ax, axis=axis))
 
 
-def operand_stats(a, b, normwise: bool = True) -> Stats:
+def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsKernels] = None) -> Stats:
     """The data test's statistics of canonical a (B, M, K), b (B, K, N): one
     pass over B (reductions over K), then one over A (reductions over K, the
-    probe A v among them), plus a gather of one column of B. (Separate
-    reductions: as one variadic reduce, XLA 0.11 on an H200 once wrote its
-    seven inputs to memory, 18 GB at the k-means update's 1024 x 1M: 11 ms
-    against 3.3; docs/performance.md, stop 25.)"""
+    probe A v among them), plus a gather of one column of B. ``kernels``:
+    the backend's one-pass kernels for both passes (backends.stats_for), or
+    None: XLA's reductions (as separate reductions: as one variadic reduce,
+    XLA 0.11 on an H200 once wrote its seven inputs to memory, 18 GB at the
+    k-means update's 1024 x 1M: 11 ms against 3.3; docs/performance.md,
+    stop 25)."""
+    a_in, b_in = a, b
     a, b = _wide(a), _wide(b)  # (an exact operand may come in 16 bits)
-    a0 = jnp.where(jnp.isfinite(a), a, 0.0)
     b0 = jnp.where(jnp.isfinite(b), b, 0.0)
-    b_max, b_min, b_l1 = _side(b0, 1)
-    a_max, a_min, a_l1 = _side(a0, 2)
+    b_max, b_min, b_l1 = kernels.columns(b_in) if kernels else _side(b0, 1)
+
+    def a_side():
+        return _side(jnp.where(jnp.isfinite(a), a, 0.0), 2)
     if not normwise:
-        return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1)
+        return Stats(*(kernels.rows(a_in) if kernels else a_side()), b_max, b_min, b_l1)
     j = jnp.argmax(b_l1, axis=1)                                           # (B,)
     eb = exponent(jnp.max(b_l1, axis=1, initial=0.0))                      # (B,)
     v = ldexp(jnp.take_along_axis(b0, j[:, None, None], axis=2)[:, :, 0], -eb[:, None])  # (B, K), |v| < 2
+    if kernels:
+        a_max, a_min, a_l1, y, z, m, q = kernels.rows(a_in, v)
+        return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb)
+    a0 = jnp.where(jnp.isfinite(a), a, 0.0)
+    a_max, a_min, a_l1 = _side(a0, 2)
     av = a0 * v[:, None, :]
     t = jnp.abs(av)
     y = jnp.sum(av, axis=2)   # reductions, not a dot: they share A's pass
@@ -360,6 +370,26 @@ def _norm(x, axis=-1):
     return jnp.sqrt(jnp.sum(x * x, axis=axis))
 
 
+def _norm_pairwise(x):
+    """||x|| along the last axis, its squares summed in a fixed binary tree of
+    elementwise adds (which XLA does not reassociate): a relative error of
+    at most (ceil(log2 M) + 3) u, where a float32 reduction guarantees only
+    M u (at the k-means distances' M = 2^20, 23 u against 2^20 u)."""
+    s = x * x
+    m = s.shape[-1]
+    p = 1 << max(0, (m - 1).bit_length())
+    s = jnp.pad(s, [(0, 0)] * (s.ndim - 1) + [(0, p - m)])
+    while s.shape[-1] > 1:
+        s = s.reshape(s.shape[:-1] + (-1, 2))
+        s = s[..., 0] + s[..., 1]
+    return jnp.sqrt(s[..., 0])
+
+
+def _tree_roundings(m: int) -> int:
+    """``_norm_pairwise``'s error bound over m values, in units of u."""
+    return max(0, (m - 1).bit_length()) + 3
+
+
 class _Scaled(NamedTuple):
     """The normwise test's vectors, A's scaled by 2^-ea (ea: the exponent of
     its largest row sum), B's by 2^-eb, exactly, into [0, 2]: row maxima and
@@ -381,17 +411,29 @@ class DataTest:
     """auto's run-time test on canonical operands a (B, M, K), b (B, K, N):
     which candidates their data allow, and the order in which hybrids gather
     rows and columns. Everything is computed from ``operand_stats`` (one
-    pass over each operand); the hybrids' parts (sorts) only when asked."""
+    pass over each operand); the hybrids' parts (sorts) only when asked.
+    ``probe_roundings``: the error bound of the probe's sums in units of
+    UNIT_ROUNDOFF (None: K, as XLA's float32 sums; the backends' kernels
+    sum in float64: StatsKernels.probe_roundings)."""
 
-    def __init__(self, st: Stats, mkn: Tuple[int, int, int], criterion: str, exact=(False, False)):
+    def __init__(self, st: Stats, mkn: Tuple[int, int, int], criterion: str, exact=(False, False),
+                 probe_roundings: Optional[int] = None):
         self.st, self.criterion = st, criterion
         self.m, self.k, self.n = mkn
         self.exact = tuple(exact)
+        self.probe_roundings = self.k if probe_roundings is None else int(probe_roundings)
 
     @classmethod
-    def of(cls, a, b, s: Auto, exact=(False, False)) -> "DataTest":
-        st = operand_stats(a, b, normwise=s.criterion == "normwise")
-        return cls(st, (a.shape[1], a.shape[2], b.shape[2]), s.criterion, exact)
+    def of(cls, a, b, s: Auto, exact=(False, False), kernels: Optional[backends.StatsKernels] = None) -> "DataTest":
+        st = operand_stats(a, b, normwise=s.criterion == "normwise", kernels=kernels)
+        k = a.shape[2]
+        return cls(st, (a.shape[1], k, b.shape[2]), s.criterion, exact,
+                   kernels.probe_roundings(k) if kernels else None)
+
+    def like(self, st: Stats) -> "DataTest":
+        """The same test (shape, criterion, probe) on ``st``: in a conditional's
+        branch, from the statistics passed into it."""
+        return DataTest(st, (self.m, self.k, self.n), self.criterion, self.exact, self.probe_roundings)
 
     @functools.cached_property
     def classes(self):
@@ -410,10 +452,12 @@ class DataTest:
         eb = st.eb[:, None]
         fa, la, y, z, mx = (ldexp(x, -ea) for x in (st.a_max, st.a_l1, st.y, st.z, st.m))
         fb, lb = (ldexp(x, -eb) for x in (st.b_max, st.b_l1))
-        # A lower bound on ||A b_j|| (B,): the probe's FP32 rounding is at most
-        # 2K u (|A| |b_j|) per entry, and the norms' at most 2M u of them.
-        gamma = 2.0 * (self.k + 2 * self.m + 2) * UNIT_ROUNDOFF
-        low = _norm(y) - gamma * _norm(z)
+        # A lower bound on ||A b_j|| (B,): the probe's rounding is at most
+        # 2 probe_roundings u (|A| |b_j|) per entry (K roundings where XLA
+        # sums in float32), and the two norms' (pairwise) at most
+        # 2 (ceil(log2 M) + 3) u of them each.
+        gamma = 2.0 * (self.probe_roundings + 2 * _tree_roundings(self.m) + 2) * UNIT_ROUNDOFF
+        low = _norm_pairwise(y) - gamma * _norm_pairwise(z)
         finite = (jnp.all(jnp.isfinite(st.a_l1), axis=1) & jnp.all(jnp.isfinite(st.b_l1), axis=1)
                   & jnp.all(jnp.isfinite(st.y), axis=1) & jnp.all(jnp.isfinite(st.z), axis=1))
         # E 2^-(ea+eb) 2^50 is compared with 2^(BUDGET_EXP + 50) ||C|| 2^-(ea+eb).
@@ -671,13 +715,14 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     fewer products), costed and tested as such."""
     bsz, m, k = a.shape
     n = b.shape[2]
+    kernels = None if backend == "xla" else backends.stats_for(s, platform)
     if a.size == 0 or b.size == 0:
         return product(a, b, get_scheme("fp32"))
     if any(exact):
         full_product = product
 
-        def product(a, b, sc):
-            return full_product(_wide(a), _wide(b), exact_variant(sc, exact))
+        def product(a, b, sc, scales=None):
+            return full_product(_wide(a), _wide(b), exact_variant(sc, exact), scales)
     pl = plan(bsz, m, n, k, s, platform, backend, exact=exact)
     if pl.static:
         return product(a, b, get_scheme(pl.static))
@@ -688,7 +733,7 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     # 4 GiB; docs/performance.md, stops 24-25).
     narrow = _exact_format(pl.candidates)
     a, b = (x.astype(narrow) if e else x for x, e in zip((a, b), exact))
-    test = DataTest.of(a, b, s, exact)
+    test = DataTest.of(a, b, s, exact, kernels)
     first, rest = pl.candidates[0], pl.candidates[1:]
     if not (first.scheme == "fp16x3" and not first.hybrid):
         return _choose(pl.candidates, a, b, test, product, platform, split)
@@ -697,10 +742,12 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     ok = test.fp16x3_ok
 
     def refused(a, b, st, computed):
-        return _choose(rest, a, b, DataTest(st, (m, k, n), s.criterion, exact).resume(computed), product, platform,
-                       split)
-    return lax.cond(ok, lambda a, b, st, computed: product(a, b, get_scheme("fp16x3")), refused,
-                    a, b, test.st, test.computed())
+        return _choose(rest, a, b, test.like(st).resume(computed), product, platform, split)
+    # fp16x3 takes its row scaling from the test's maxima (the same
+    # exponents): one pass over each operand fewer than on its own.
+    return lax.cond(ok, lambda a, b, st, computed: product(a, b, get_scheme("fp16x3"),
+                                                           backends.row_scales(st.a_max, st.b_max)),
+                    refused, a, b, test.st, test.computed())
 
 
 def _wide(x):

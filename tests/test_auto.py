@@ -170,6 +170,52 @@ def test_normwise_auto_takes_fp16x3_on_the_benchmark_laws(rng):
         assert T.relerr(auto_dot(a, b), ref) <= T.relerr(fp32_dot(a, b), ref), law
 
 
+@pytest.mark.parametrize("m", [1, 2, 3, 1000, 1 << 16, 70001])
+def test_the_probes_norms_are_summed_pairwise_within_their_bound(m, rng):
+    """The lower bound on ||C||'s probe column takes its norms from a fixed
+    tree of adds: within (ceil(log2 M) + 3) u of float64's, where a float32
+    reduction over M values guarantees only M u."""
+    x = np.asarray(T.sample("wide-exp", (2, m), rng), np.float32) * np.float32(2.0 ** -40)
+    got = np.asarray(jax.jit(auto._norm_pairwise)(jnp.asarray(x)), np.float64)
+    ref = np.linalg.norm(x.astype(np.float64), axis=1)
+    assert np.all(np.abs(got - ref) <= auto._tree_roundings(m) * 2.0 ** -24 * ref), (got, ref)
+
+
+def test_the_probes_lower_bound_survives_a_million_rows():
+    """The k-means distances' M = 2^20 rows with a probe column whose entries
+    are 1/20 of |A| |b_j|'s (normal data, K = 256): the norms' float32 bound
+    (2 M u = 1/8 of ||z||) left no lower bound on ||C|| (ratio inf, fp16x3
+    refused); summed pairwise, the bound is (1 - ~1e-5) ||y|| and the
+    test passes."""
+    m = 1 << 20
+    one = jnp.ones((1, m), jnp.float32)
+    st = auto.Stats(a_max=one, a_min=one * 0.5, a_l1=one * 64.0, b_max=jnp.ones((1, 8)), b_min=jnp.ones((1, 8)) * 0.5,
+                    b_l1=jnp.ones((1, 8)) * 64.0, y=one * 3.2, z=one * 64.0, m=one, q=one * 64.0,
+                    eb=jnp.array([6], jnp.int32))
+    test = auto.DataTest(st, (m, 256, 8), "normwise")
+    ratio = float(test.normwise_ratio[0])
+    assert np.isfinite(ratio) and bool(test.fp16x3_ok), ratio
+    gamma_old = 2 * (256 + 2 * m + 2) * 2.0 ** -24       # the float32 norms' allowance
+    assert 3.2 - gamma_old * 64.0 < 0                     # which had no lower bound here
+
+
+def test_row_scales_from_the_tests_maxima_are_the_splits(rng):
+    """auto hands fp16x3 the row scaling from its test's maxima
+    (backends.row_scales): the same exponents as the split's own pass, on
+    every exponent, zero rows, subnormals and NaN/Inf."""
+    from jaxemu import backends
+    a = T.sample("wide-exp", (2, 40, 300), rng) * np.float32(2.0 ** -100)
+    b = T.sample("wide-exp", (2, 300, 24), rng) * np.float32(2.0 ** 90)
+    a[0, 3], b[1, :, 5] = 0.0, 0.0
+    a[1, 2, :4] = [np.nan, np.inf, -np.inf, 1e-45]
+    b[0, :2, 7] = [np.inf, 3e-44]
+    a, b = jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32)
+    st = auto.operand_stats(a, b)
+    ea, eb = backends.row_scales(st.a_max, st.b_max)
+    np.testing.assert_array_equal(ea, xla.row_scale_exponents(a, 2)[:, :, 0])
+    np.testing.assert_array_equal(eb, xla.row_scale_exponents(b, 1)[:, 0, :])
+
+
 @pytest.mark.parametrize("t", [34, 40, 50])
 def test_normwise_auto_refuses_fp16x3_where_it_loses_bits(t, rng):
     """Tiny partners 2^-t: fp16x3 there is 10x or more FP32's error; auto's

@@ -163,6 +163,133 @@ def test_exact_operand_kernels_give_the_full_schemes_result(name, side, rng):
     assert err <= (2 * max(err_sgemm, 2.0 ** -24) if s.fp32_class else s.error_bound()), (err, err_sgemm)
 
 
+@pytest.mark.parametrize("dtype,k", [("float32", 256), ("float32", 1001), ("float32", 5000), ("float16", 8192),
+                                     ("bfloat16", 300), ("float16", 7)])
+def test_row_stats_kernel_gives_the_data_tests_statistics(dtype, k, rng):
+    # auto's A pass on the GPU (ffi/stats): per row over the finite values,
+    # max |a|, min nonzero |a| and max |a v| exactly; sum |a|, sum a v and
+    # sum |a v| in float64 (one float32 rounding, within
+    # StatsKernels.probe_roundings); sum |a v|^(1/8) within the approximate
+    # root's 1e-6; warp rows (K < 4096) and block rows, vector loads and
+    # scalar ones, vectors of zeros skipped; bit-identical reruns.
+    from jaxemu.backends import cuda_stats
+    a = T.sample("wide-exp", (3, 37, k), rng)
+    a[0, 3] = 0.0                                   # a zero row
+    a[1, 5, :3] = [np.nan, np.inf, -np.inf]         # non-finite values count as 0
+    a[2, 7, : k // 2] = 0.0                         # zero vectors, skipped
+    a = jnp.asarray(a).astype(dtype)
+    v = jnp.asarray(T.sample("uniform(-1,1)", (3, k), rng))
+    f = jax.jit(cuda_stats.rows)
+    got = [np.asarray(x, np.float64) for x in f(a, v)]
+    again = [np.asarray(x) for x in f(a, v)]
+    assert all(np.array_equal(np.asarray(x), y) for x, y in zip(f(a, v), again))
+    a64 = np.asarray(a.astype(jnp.float32), np.float64)
+    a64 = np.where(np.isfinite(a64), a64, 0.0)
+    t = a64 * np.asarray(v, np.float64)[:, None, :]         # exact in float64
+    ax, at = np.abs(a64), np.abs(t)
+    at32 = at.astype(np.float32)                            # FP32's product |a v|
+    np.testing.assert_array_equal(got[0], ax.max(2))
+    np.testing.assert_array_equal(got[1], np.where(ax > 0, ax, np.inf).min(2))
+    np.testing.assert_array_equal(got[5], at32.max(2))
+    bound = 2 * cuda_stats.probe_roundings(k) * 2.0 ** -24
+    for x, ref, mag in ((got[2], ax.sum(2), ax.sum(2)), (got[3], t.sum(2), at.sum(2)), (got[4], at.sum(2), at.sum(2))):
+        assert np.all(np.abs(x - ref) <= bound * mag), np.max(np.abs(x - ref) / np.maximum(mag, 1e-300))
+    root8 = (at32.astype(np.float64)) ** 0.125
+    assert np.all(np.abs(got[6] - root8.sum(2)) <= (2 * k * 2.0 ** -24 + 1e-6) * root8.sum(2))
+    assert np.isinf(got[1][0, 3]) and got[0][0, 3] == 0 and got[2][0, 3] == 0
+    no_probe = [np.asarray(x) for x in jax.jit(lambda a: cuda_stats.rows(a))(a)]
+    assert len(no_probe) == 3 and all(np.array_equal(x, y) for x, y in zip(no_probe, again[:3]))
+
+
+@pytest.mark.parametrize("dtype,k,n", [("float32", 3000, 256), ("float32", 70001, 24), ("float32", 513, 1001),
+                                       ("float16", 4096, 520), ("bfloat16", 33, 7)])
+def test_column_stats_kernel_gives_the_data_tests_statistics(dtype, k, n, rng):
+    # auto's B pass on the GPU: per column over the finite values, max |b|
+    # and min nonzero |b| exactly, sum |b| within float32's bound (partial
+    # sums per chunk of K, reduced in chunk order: bit-identical reruns);
+    # 16-byte loads (N a multiple of the vector) and scalar ones.
+    from jaxemu.backends import cuda_stats
+    b = T.sample("wide-exp", (2, k, n), rng)
+    b[0, :, 3] = 0.0                                # a zero column
+    b[1, :3, 5] = [np.nan, np.inf, -np.inf]
+    b = jnp.asarray(b).astype(dtype)
+    f = jax.jit(cuda_stats.columns)
+    got = [np.asarray(x) for x in f(b)]
+    assert all(np.array_equal(np.asarray(x), y) for x, y in zip(f(b), got))
+    b64 = np.asarray(b.astype(jnp.float32), np.float64)
+    bx = np.abs(np.where(np.isfinite(b64), b64, 0.0))
+    np.testing.assert_array_equal(got[0], bx.max(1))
+    np.testing.assert_array_equal(got[1], np.where(bx > 0, bx, np.inf).min(1))
+    assert np.all(np.abs(got[2] - bx.sum(1)) <= 2 * k * 2.0 ** -24 * bx.sum(1))
+    assert np.isinf(got[1][0, 3]) and got[0][0, 3] == 0
+
+
+def test_auto_runs_its_data_test_on_the_stats_kernels(rng, monkeypatch):
+    # With JAXEMU_CUDA_STATS on (the default) auto's passes over A and B are
+    # the kernels (no XLA reduction over them); their statistics give the XLA reductions'
+    # ratio within the probe's sharper bound (never larger), and the same
+    # decision on every law.
+    from jaxemu import auto
+    from jaxemu.backends import cuda_stats
+    monkeypatch.delenv("JAXEMU_CUDA_STATS", raising=False)  # the default
+    s = jaxemu.get_scheme("auto")
+    f = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme="auto"))
+    x = jax.ShapeDtypeStruct((8192, 8192), jnp.float32)
+    hlo = f.lower(x, x).compile().as_text()
+    assert 'custom_call_target="jaxemu_row_stats"' in hlo and 'custom_call_target="jaxemu_col_stats"' in hlo
+    for law in T.LAWS:
+        a, b = (jnp.asarray(x)[None] for x in T.operands(law, 512, 3000, 256, 1))
+        kernel = jax.jit(lambda a, b: (lambda t: (t.normwise_ratio, t.fp16x3_ok))(
+            auto.DataTest.of(a, b, s, kernels=cuda_stats.KERNELS)))(a, b)
+        xla = jax.jit(lambda a, b: (lambda t: (t.normwise_ratio, t.fp16x3_ok))(auto.DataTest.of(a, b, s)))(a, b)
+        rk, rx = float(kernel[0][0]), float(xla[0][0])
+        assert rk <= rx * (1 + 1e-5) and rk >= rx * 0.98, (law, rk, rx)
+        assert bool(kernel[1]) == bool(xla[1]), law
+
+
+def test_auto_with_the_stats_kernels_admits_fp16x3_on_a_long_centre_update(rng, monkeypatch):
+    # A k-means centre update on structureless normal data, K = 2^18: the
+    # column sums of C are ~1/50 of |A| |B|'s, below XLA's float32 probe
+    # bound (2K u = 1/32), so the XLA reductions cannot bound ||C|| from
+    # below and refuse fp16x3; the kernels' float64 probe can. The result
+    # keeps SGEMM's accuracy against float64.
+    from jaxemu import auto
+    from jaxemu.backends import cuda_stats
+    k, m, n = 1 << 18, 64, 128
+    lab = rng.integers(0, m, size=k)
+    oh = np.zeros((m, k), np.float32)
+    oh[lab, np.arange(k)] = 1.0
+    x = T.sample("normal(0,1)", (k, n), rng)
+    s = jaxemu.get_scheme("auto")
+    a, b = jnp.asarray(oh)[None], jnp.asarray(x)[None]
+    ok = lambda kern: bool(jax.jit(lambda a, b: auto.DataTest.of(a, b, s, (True, False), kern).fp16x3_ok)(a, b))  # noqa: E731
+    assert not ok(None) and ok(cuda_stats.KERNELS)
+    monkeypatch.setenv("JAXEMU_CUDA_STATS", "1")
+    f = jax.jit(jaxemu.emulate(lambda lab, x: jax.nn.one_hot(lab, m, dtype=x.dtype).T @ x, scheme="auto"))
+    got = np.asarray(f(jnp.asarray(lab), jnp.asarray(x)))
+    ref = oh.astype(np.float64) @ x.astype(np.float64)
+    sgemm = np.asarray(jax.jit(lambda a, b: jnp.matmul(a, b, precision="highest"))(oh, x))
+    assert T.relerr(got, ref) <= max(T.relerr(sgemm, ref), 2.0 ** -24), (T.relerr(got, ref), T.relerr(sgemm, ref))
+
+
+@pytest.mark.parametrize("stats", ["0", "1"])
+def test_auto_gives_fp16x3s_bits_with_the_tests_row_scaling(stats, rng, monkeypatch):
+    # Where its test passes fp16x3, auto hands the kernel the row scaling
+    # from the test's maxima (backends.row_scales) instead of a pass of its
+    # own: the same exponents, so the same bits as fp16x3 called directly,
+    # with XLA's statistics or the kernels'; and no reduction over B remains
+    # in the conditional's fp16x3 branch.
+    monkeypatch.setenv("JAXEMU_CUDA_STATS", stats)
+    s = jaxemu.get_scheme("auto").replace(min_flops=0.0, min_dim=0, cost_model="counts")
+    for law in T.LAWS:
+        a, b = T.operands(law, 700, 3000, 300, 2)
+        got = np.asarray(jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=s))(a, b))
+        want = np.asarray(jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme="fp16x3"))(a, b))
+        report = jaxemu.auto_report(a, b, s)
+        assert report["scheme"] == "fp16x3", (law, report)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=law)
+
+
 def test_auto_takes_an_exact_operand_in_16_bits(rng):
     # auto's data test and conditional take the one-hot in fp16 (the fastest
     # candidate's slice format): an operand of a conditional is written

@@ -25,10 +25,14 @@ import dataclasses
 import functools
 from typing import Callable, Dict, Optional
 
+import jax.numpy as jnp
+
 from ..schemes import Scheme, get_scheme
 from . import xla
 
-Product = Callable  # (a: f32[B, M, K], b: f32[B, K, N], scheme: Scheme) -> f32[B, M, N]
+# (a: f32[B, M, K], b: f32[B, K, N], scheme: Scheme, scales=None) -> f32[B, M, N]; scales: the
+# operands' row-scaling exponents if the caller has them (``row_scales``), or None.
+Product = Callable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,14 +61,31 @@ class SplitProduct:
 
 
 @dataclasses.dataclass(frozen=True)
+class StatsKernels:
+    """A backend's one-pass statistics for auto's data test (jaxemu/auto.py:
+    operand_stats): ``rows(a, v=None)``: per row of a (B, R, K), max, min
+    nonzero and sum of |a| over its finite values, and with the probe v (B,
+    K) sum t, sum |t|, max |t|, sum |t|^(1/8) of t = a v; ``columns(b)``:
+    the first three per column of b (B, K, N); ``probe_roundings(k)``: the
+    error bound of rows' probe sums in units of float32's unit roundoff
+    (XLA's float32 sums: k)."""
+
+    rows: Callable
+    columns: Callable
+    probe_roundings: Callable[[int], int]
+
+
+@dataclasses.dataclass(frozen=True)
 class Registered:
     """A backend's product for one platform, the concrete schemes it runs, and
-    (optionally) the same product in two steps (SplitProduct)."""
+    (optionally) the same product in two steps (SplitProduct) and auto's
+    operand statistics in one pass each (``StatsKernels``)."""
 
     name: str
     product: Product
     handles: Callable[[Scheme], bool]
     split_product: Optional[SplitProduct] = None
+    stats: Optional[StatsKernels] = None
 
 
 _REGISTRY: Dict[str, Registered] = {}
@@ -78,11 +99,12 @@ def _platform(platform: Optional[str]) -> str:
 
 
 def register_product(platform: str, name: str, product: Product, handles: Callable[[Scheme], bool],
-                     split_product: Optional[SplitProduct] = None) -> None:
+                     split_product: Optional[SplitProduct] = None, stats: Optional[StatsKernels] = None) -> None:
     """Install backend ``name``'s concrete product on ``platform`` ("cuda") for
     the schemes for which ``handles(scheme)`` is true (checked at trace time),
-    and optionally the same product in two steps (``SplitProduct``)."""
-    _REGISTRY[platform] = Registered(name, product, handles, split_product)
+    and optionally the same product in two steps (``SplitProduct``) and auto's
+    operand statistics (``StatsKernels``)."""
+    _REGISTRY[platform] = Registered(name, product, handles, split_product, stats)
 
 
 def registered(platform: Optional[str] = None) -> Optional[Registered]:
@@ -95,8 +117,18 @@ def xla_product(platform: str) -> Product:
     return functools.partial(_xla_canonical_dot, platform=platform)
 
 
-def _xla_canonical_dot(a, b, scheme, platform):
-    return xla.canonical_dot(a, b, scheme, platform)
+def _xla_canonical_dot(a, b, scheme, scales=None, *, platform):
+    return xla.canonical_dot(a, b, scheme, platform)  # (its split computes its own row scaling)
+
+
+def row_scales(a_max, b_max):
+    """The row-scaling exponents of A (B, M) and B (B, N) from their largest
+    finite |value| per row of A and column of B, as a split computes them
+    (xla.row_scale_exponents); passed to a product (``Product``'s scales),
+    they spare it a pass over each operand (auto's data test has these
+    maxima)."""
+    return tuple(jnp.where(x > 0, xla.FP16_ROW_TOP_EXP - xla.exponent(x), 0).astype(jnp.int32)
+                 for x in (a_max, b_max))
 
 
 def handles(scheme, platform: Optional[str] = None) -> bool:
@@ -128,6 +160,18 @@ def split_product_for(scheme, platform: Optional[str] = None, backend: str = "de
     return reg.split_product if all(reg.handles(p) for p in parts) else None
 
 
+def stats_for(scheme, platform: Optional[str] = None, backend: str = "default") -> Optional[StatsKernels]:
+    """The registered backend's kernels for auto's operand statistics
+    (``StatsKernels``), where that backend runs every concrete part of
+    ``scheme`` and its switch is on; else None (XLA's reductions)."""
+    platform = _platform(platform)
+    reg = registered(platform)
+    from .switches import enabled
+    if backend == "xla" or reg is None or reg.stats is None or not enabled("stats"):
+        return None
+    return reg.stats if all(reg.handles(p) for p in get_scheme(scheme).parts) else None
+
+
 def product_for(platform: str, backend: str = "default") -> Product:
     """The concrete product that ``backend`` ("default", "xla" or a registered
     backend's name) runs on ``platform``: each scheme on the registered
@@ -138,7 +182,7 @@ def product_for(platform: str, backend: str = "default") -> Product:
     if backend == "xla" or reg is None:
         return reference
 
-    def product(a, b, scheme):
+    def product(a, b, scheme, scales=None):
         s = get_scheme(scheme)
-        return (reg.product if reg.handles(s) else reference)(a, b, s)
+        return reg.product(a, b, s, scales) if reg.handles(s) else reference(a, b, s)
     return product

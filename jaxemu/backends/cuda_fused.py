@@ -212,16 +212,19 @@ def sm_count() -> int:
 _SLICE_TYPE = {"bf16": 0, "fp16": 1, "tf32": 2}  # ffi/module.cc: FusedSplitImpl
 
 
-def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False):
+def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False, e=None):
     """``slices_xla``'s result from the split kernel: x (L, rows, K), or
     (L, K, rows) when ``transposed`` (B, split as the rows of B^T without
     XLA transposing it). Bit for bit the same slices (tests/test_fused_layout.py
-    runs the kernel's per-thread code on the CPU)."""
+    runs the kernel's per-thread code on the CPU). ``e``: the row-scaling
+    exponents (L, rows) if the caller has them (backends.row_scales), else
+    computed here (one more pass over x)."""
     tk = tile_k(s.fmt)
     bsz = x.shape[0]
     rows = x.shape[2] if transposed else x.shape[1]
-    e = None
-    if s.scaling == "row":
+    if s.scaling != "row":
+        e = None
+    elif e is None:
         e = xla_backend.row_scale_exponents(x, 1 if transposed else 2).reshape(bsz, rows).astype(jnp.int32)
     out = (jax.ShapeDtypeStruct((bsz, rows, kp // tk, s.slices, tk), _DTYPES[s.fmt]),
            jax.ShapeDtypeStruct((1,), jnp.int32))
@@ -247,15 +250,15 @@ def exact_slices(x, s: FloatSplit, kp: int, transposed: bool = False):
     return sl, e, jnp.float32(EXACT_MAX)
 
 
-def _slices(x, s: FloatSplit, kp: int, transposed: bool = False, exact: bool = False):
+def _slices(x, s: FloatSplit, kp: int, transposed: bool = False, exact: bool = False, e=None):
     """The slices, row exponents and max |x| (``abs_max``) of x (L, rows, K)
     (or, ``transposed``, (L, K, rows)) as the kernel reads them: the split
-    kernel's (the default) or, with JAXEMU_CUDA_SPLIT=0, XLA's; an
-    ``exact`` operand's ``exact_slices``."""
+    kernel's (the default; ``e``: the row exponents if known) or, with
+    JAXEMU_CUDA_SPLIT=0, XLA's; an ``exact`` operand's ``exact_slices``."""
     if exact:
         return exact_slices(x, s, kp, transposed)
     if switches.enabled("split"):
-        return slices_kernel(x, s, kp, transposed)
+        return slices_kernel(x, s, kp, transposed, e)
     return slices_xla(jnp.swapaxes(x, 1, 2) if transposed else x, s, kp) + (abs_max(x),)
 
 
@@ -286,14 +289,16 @@ def slices_xla(x, s: FloatSplit, kp: int):
     return out, e
 
 
-def split_operands(a, b, s: FloatSplit):
+def split_operands(a, b, s: FloatSplit, scales=None):
     """The slices of (L, M, K) and (L, K, N) as the kernel reads them, with
     their scaling exponents and max |x| (``_slices``; B as the rows of B^T): a row of A
     (column of B) is split on its own, so the slices of some of its rows, in
-    any order, are those rows (axis 1) of its slices."""
+    any order, are those rows (axis 1) of its slices. ``scales``: the row
+    exponents (ea, eb) if the caller has them (backends.row_scales)."""
     kp = -(-a.shape[2] // tile_k(s.fmt)) * tile_k(s.fmt)
-    return (_slices(a, s, kp, exact=s.exact[0]),
-            _slices(b, s, kp, transposed=True, exact=s.exact[1]))  # B as (L, N, K)
+    ea, eb = scales if scales is not None else (None, None)
+    return (_slices(a, s, kp, exact=s.exact[0], e=ea),
+            _slices(b, s, kp, transposed=True, exact=s.exact[1], e=eb))  # B as (L, N, K)
 
 
 def split_rows(split, idx):
@@ -331,15 +336,16 @@ def split_product(a_split, b_split, s: FloatSplit):
     return c
 
 
-def fused_product(a, b, s: FloatSplit):
+def fused_product(a, b, s: FloatSplit, scales=None):
     """The scheme's product of canonical float32 operands (L, M, K) x (L, K, N)
-    with FP32 special-value semantics, in one kernel launch (module docstring)."""
+    with FP32 special-value semantics, in one kernel launch (module docstring);
+    ``scales``: the operands' row exponents if known (backends.row_scales)."""
     s = get_scheme(s)
     bsz, m, k = a.shape
     n = b.shape[2]
     if a.size == 0 or b.size == 0:
         return jnp.zeros((bsz, m, n), jnp.float32)
-    a_split, b_split = split_operands(a, b, s)
+    a_split, b_split = split_operands(a, b, s, scales)
 
     def operands():  # in the special-value branch: an exact operand rebuilt from its slice
         return (exact_operand(a_split[0], k) if s.exact[0] else a,

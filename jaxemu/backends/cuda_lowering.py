@@ -57,8 +57,8 @@ def make_product(ext):
     from .cuda_fused import fused_product
     from .cuda_int8 import ozaki2_product
 
-    def product(a, b, s):
-        return ozaki2_product(a, b, s) if isinstance(s, Ozaki2) else fused_product(a, b, s)
+    def product(a, b, s, scales=None):
+        return ozaki2_product(a, b, s) if isinstance(s, Ozaki2) else fused_product(a, b, s, scales)
     return product
 
 
@@ -73,9 +73,11 @@ def split_product() -> SplitProduct:
 def register(ext) -> None:
     for name, capsule in ext.registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="CUDA")
+    from . import cuda_stats
     register_product("cuda", "cuda", make_product(ext),
                      handles=lambda s: handles(s, families(ext)) and _gpus_supported(ext),
-                     split_product=split_product())
+                     split_product=split_product(),
+                     stats=cuda_stats.KERNELS if "jaxemu_col_stats" in ext.registrations() else None)
 
 
 def gpus_supported(ext) -> bool:

@@ -11,6 +11,7 @@ which stays available for comparison and as a fallback the user chooses.
 | JAXEMU_CUDA_SPLIT | the fused path's operand split | XLA's split fusions | H100, 2026-11-25 |
 | JAXEMU_CUDA_RESIDUES | Ozaki II's residues | XLA's residue fusions | H100, 2026-11-25 |
 | JAXEMU_CUDA_CRT64 | the CRT kernel's float64 output (ozaki2_f64) | XLA's exact limbs | H100, 2026-11-25 |
+| JAXEMU_CUDA_STATS | auto's operand statistics (ffi/stats), float64 probe sums | XLA's reductions (float32 probe bound) | H100 and H200, 2026-11-26 |
 
 (H100 80GB HBM3, jax 0.11.2, CUDA 13: tests/test_cuda.py, tests/test_cuda_int8.py
 and tests/native/kernel_check.cu under compute-sanitizer; docs/testing.md.)
@@ -20,12 +21,15 @@ from __future__ import annotations
 import os
 
 _SWITCHES = {"int8": "JAXEMU_CUDA_INT8", "split": "JAXEMU_CUDA_SPLIT", "residues": "JAXEMU_CUDA_RESIDUES",
-             "crt64": "JAXEMU_CUDA_CRT64"}
+             "crt64": "JAXEMU_CUDA_CRT64", "stats": "JAXEMU_CUDA_STATS"}
+_OPT_IN: set = set()  # (switches whose kernel runs only when set to "1")
 
 
 def enabled(kernel: str) -> bool:
-    """Whether a kernel ("int8", "split", "residues", "crt64") runs: unless
-    its switch is "0"."""
+    """Whether a kernel ("int8", "split", "residues", "crt64", "stats") runs:
+    unless its switch is "0"."""
+    if kernel in _OPT_IN:
+        return os.environ.get(_SWITCHES[kernel], "0") == "1"
     return os.environ.get(_SWITCHES[kernel], "1") != "0"
 
 

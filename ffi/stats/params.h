@@ -1,0 +1,46 @@
+// The statistics of auto's data test (jaxemu/auto.py: operand_stats), each
+// operand read once.
+//
+// Rows of A (batch, rows, k), row-major, float32, float16 or bfloat16: per
+// row, over its finite values (NaN/Inf count as 0),
+//   max |a|, min of the nonzero |a| (inf for none), sum |a|,
+// and with a probe v (batch, k) float32 (finite), of t = a v:
+//   sum t, sum |t|, max |t|, sum |t|^(1/8).
+// out (n_stats, batch, rows) float32, n_stats = 3 (no probe) or 7. The sums
+// of |a|, t and |t| accumulate in float64 (each product a v is exact there):
+// the probe's error is then one float32 rounding, not K of them, which is
+// what lets the test bound ||A v|| from below at a k-means update's K = 2^20
+// (jaxemu/backends/cuda_stats.py: PROBE_ROUNDINGS).
+//
+// Columns of B (batch, k, cols), row-major (cols contiguous): per column the
+// same first three statistics, in two launches: partial ones over `chunks`
+// equal slices of k (partial: (chunks, 3, batch, cols)), then their
+// reduction in chunk order (deterministic: no atomics) into out (3, batch,
+// cols).
+#pragma once
+
+#include <cstdint>
+
+namespace jaxemu {
+namespace stats {
+
+enum class Element { kF32, kF16, kBF16 };
+
+struct RowStatsProblem {
+  const void* a = nullptr;
+  const float* v = nullptr;  // nullptr: no probe
+  float* out = nullptr;
+  Element element = Element::kF32;
+  int64_t batch = 0, rows = 0, k = 0;
+};
+
+struct ColStatsProblem {
+  const void* b = nullptr;
+  float* partial = nullptr;  // (chunks, 3, batch, cols)
+  float* out = nullptr;      // (3, batch, cols)
+  Element element = Element::kF32;
+  int64_t batch = 0, k = 0, cols = 0, chunks = 1;
+};
+
+}  // namespace stats
+}  // namespace jaxemu

@@ -1,0 +1,79 @@
+// What the statistics kernels (row_stats.cuh, col_stats.cuh) do per value:
+// 16-byte loads of float32, float16 or bfloat16, the finite-value rule and
+// the per-row and per-column accumulators.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+namespace jaxemu {
+namespace stats {
+
+template <typename T>
+__device__ __forceinline__ float to_float(T x);
+template <>
+__device__ __forceinline__ float to_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ float to_float<__half>(__half x) { return __half2float(x); }
+template <>
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// Values per 16-byte load.
+template <typename T>
+constexpr int kVec = 16 / int(sizeof(T));
+
+template <typename T>
+union Vector {
+  uint4 u;
+  T x[kVec<T>];
+};
+
+// All kVec values +0 (a one-hot matrix is almost only such vectors: they add
+// nothing to any statistic and are skipped).
+__device__ __forceinline__ bool all_zero(const uint4& u) { return (u.x | u.y | u.z | u.w) == 0u; }
+
+// NaN and +-Inf count as 0 (auto.py: operand_stats).
+__device__ __forceinline__ float finite_or_zero(float a) { return fabsf(a) < INFINITY ? a : 0.f; }
+
+// x^(1/8) for x >= 0 as 2^(log2(x) / 8), by the special-function unit's
+// approximations (relative error ~1e-7; 0 gives 0): two instructions where
+// three IEEE square roots cost ~30. It only weighs the probe's terms
+// (auto.py: MIN_TERMS), a heuristic count.
+__device__ __forceinline__ float root8(float x) {
+  float l, r;
+  asm("lg2.approx.f32 %0, %1;" : "=f"(l) : "f"(x));
+  asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(l * 0.125f));
+  return r;
+}
+
+// max |x|, min nonzero |x| (inf: none) and sum |x| of finite values; the sum
+// in float64 (exact for any 2^29 values of one binade: an upper bound the
+// test can use at any K).
+struct Extremes {
+  float amax = 0.f, amin = INFINITY;
+  double l1 = 0.;
+
+  __device__ __forceinline__ void add(float x) {  // x = |finite value|
+    amax = fmaxf(amax, x);
+    amin = fminf(amin, x > 0.f ? x : INFINITY);
+    l1 += x;
+  }
+  __device__ __forceinline__ void merge(const Extremes& o) {
+    amax = fmaxf(amax, o.amax);
+    amin = fminf(amin, o.amin);
+    l1 += o.l1;
+  }
+  __device__ __forceinline__ Extremes shfl_down(int d) const {
+    Extremes o;
+    o.amax = __shfl_down_sync(0xffffffffu, amax, d);
+    o.amin = __shfl_down_sync(0xffffffffu, amin, d);
+    o.l1 = __shfl_down_sync(0xffffffffu, l1, d);
+    return o;
+  }
+};
+
+}  // namespace stats
+}  // namespace jaxemu

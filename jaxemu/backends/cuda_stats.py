@@ -1,0 +1,56 @@
+"""auto's data test on the GPU: the statistics of each operand in one pass
+(ffi/stats), in place of XLA's reductions, which made three to four fusions
+of A's, one writing a mask for the others to read, and an is-finite copy of
+B (docs/performance.md, stops 25-26). The same statistics as
+jaxemu/auto.py: operand_stats; the sums in another, fixed, order, and the
+probe's sums (A v, |A| |v|) in float64: one float32 rounding in all
+(``probe_roundings``), not K of them."""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+from . import StatsKernels
+
+
+def rows(a, v: Optional[jnp.ndarray] = None):
+    """Per row of a (B, R, K) (float32, float16 or bfloat16), over its finite
+    values (NaN/Inf count as 0): max |a|, min of the nonzero |a| (inf for
+    none), sum |a|; with the probe v (B, K) (float32, finite), of t = a v:
+    sum t, sum |t|, max |t|, sum |t|^(1/8). Each (B, R) float32."""
+    n = 3 if v is None else 7
+    out = jax.ffi.ffi_call("jaxemu_row_stats", jax.ShapeDtypeStruct((n,) + a.shape[:2], jnp.float32))(
+        a, jnp.zeros((0,), jnp.float32) if v is None else v.astype(jnp.float32))
+    return tuple(out[i] for i in range(n))
+
+
+def column_chunks(bsz: int, k: int, n: int) -> int:
+    """Slices of K whose partial column statistics the first launch makes:
+    about 1024 blocks in all (a few waves on 132 SMs), each of >= 256 rows.
+    A function of the shape alone: the same bits on every run."""
+    strips = -(-n // 256)
+    return int(max(1, min(-(-k // 256), -(-1024 // (strips * max(bsz, 1))), 65535)))
+
+
+def columns(b):
+    """Per column of b (B, K, N) (float32, float16 or bfloat16), over its
+    finite values: max |b|, min of the nonzero |b| (inf for none), sum |b|.
+    Each (B, N) float32."""
+    bsz, k, n = b.shape
+    chunks = column_chunks(bsz, k, n)
+    _, out = jax.ffi.ffi_call("jaxemu_col_stats", (jax.ShapeDtypeStruct((chunks, 3, bsz, n), jnp.float32),
+                                                   jax.ShapeDtypeStruct((3, bsz, n), jnp.float32)))(b)
+    return tuple(out[i] for i in range(3))
+
+
+def probe_roundings(k: int) -> int:
+    """The probe's error bound in units of float32's unit roundoff, where
+    XLA's float32 sums take K (auto.DataTest): each product a v is exact in
+    float64, their sum's error is below K 2^-53 of sum |t| (K 2^-29 units),
+    and y, z are rounded to float32 once (one unit each, two for margin)."""
+    return 2 + -(-int(k) // (1 << 29))
+
+
+KERNELS = StatsKernels(rows=rows, columns=columns, probe_roundings=probe_roundings)
