@@ -312,7 +312,8 @@ XLA_FFI_DEFINE_HANDLER(kOzakiCrt, OzakiCrtImpl,
 // auto's data test, the row statistics of one operand (stats.h): A (L, R, K)
 // float32, float16 or bfloat16; probe v (L, K) float32 or empty; out
 // (3 or 7, L, R) float32 (7 with a probe).
-ffi::Error RowStatsImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer v, ffi::Result<ffi::AnyBuffer> out) {
+ffi::Error RowStatsImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer v, ffi::Result<ffi::AnyBuffer> out,
+                        int64_t lanes) {
   auto da = a.dimensions(), dv = v.dimensions(), dout = out->dimensions();
   stats::RowStatsProblem p;
   switch (a.element_type()) {
@@ -336,6 +337,9 @@ ffi::Error RowStatsImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer v,
   p.batch = da[0];
   p.rows = da[1];
   p.k = da[2];
+  p.lanes = int(lanes);
+  if (lanes != 4 && lanes != 8 && lanes != 16 && lanes != 32)
+    return ffi::Error::InvalidArgument("jaxemu row stats: lanes must be 4, 8, 16 or 32, got " + std::to_string(lanes));
   std::string why = stats::run(p, stream);
   if (!why.empty()) return ffi::Error::Internal("jaxemu row stats: " + why);
   return ffi::Error::Success();
@@ -346,7 +350,8 @@ XLA_FFI_DEFINE_HANDLER(kRowStats, RowStatsImpl,
                            .Ctx<ffi::PlatformStream<cudaStream_t>>()
                            .Arg<ffi::AnyBuffer>()   // a: (L, R, K)
                            .Arg<ffi::AnyBuffer>()   // v: (L, K) float32 or empty
-                           .Ret<ffi::AnyBuffer>());  // out: (3 or 7, L, R) float32
+                           .Ret<ffi::AnyBuffer>()   // out: (3 or 7, L, R) float32
+                           .Attr<int64_t>("lanes"));  // threads per short row
 
 // The column statistics of B (L, K, N): partial (chunks, 3, L, N) is the
 // first launch's output, out (3, L, N) the result (stats/params.h).

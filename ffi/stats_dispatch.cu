@@ -22,17 +22,25 @@ std::string check(const RowStatsProblem& p) {
   if (p.batch < 0 || p.rows < 0 || p.k < 0) return "negative dimensions";
   if (p.a == nullptr || p.out == nullptr) return "no operand or output";
   const int64_t rows = p.batch * p.rows;
-  if ((p.k >= kBlockRowK ? rows : (rows + 7) / 8) > kMaxGrid) return "too many rows for one grid";
+  if (p.lanes != 4 && p.lanes != 8 && p.lanes != 16 && p.lanes != 32) return "lanes must be 4, 8, 16 or 32";
+  if ((p.k >= kBlockRowK ? rows : (rows * p.lanes + 255) / 256) > kMaxGrid) return "too many rows for one grid";
   return "";
 }
 
 template <typename T, bool kProbe>
 static void launch(const RowStatsProblem& p, cudaStream_t stream) {
   const int64_t rows = p.batch * p.rows;
-  if (p.k >= kBlockRowK)
+  if (p.k >= kBlockRowK) {
     row_stats_block_kernel<T, kProbe><<<unsigned(rows), 256, 0, stream>>>(p);
-  else
-    row_stats_warp_kernel<T, kProbe><<<unsigned((rows + 7) / 8), 256, 0, stream>>>(p);
+    return;
+  }
+  const unsigned blocks = unsigned((rows * p.lanes + 255) / 256);
+  switch (p.lanes) {
+    case 4: row_stats_warp_kernel<T, kProbe, 4><<<blocks, 256, 0, stream>>>(p); break;
+    case 8: row_stats_warp_kernel<T, kProbe, 8><<<blocks, 256, 0, stream>>>(p); break;
+    case 16: row_stats_warp_kernel<T, kProbe, 16><<<blocks, 256, 0, stream>>>(p); break;
+    default: row_stats_warp_kernel<T, kProbe, 32><<<blocks, 256, 0, stream>>>(p); break;
+  }
 }
 
 template <typename T>

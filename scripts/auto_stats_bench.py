@@ -64,6 +64,17 @@ def main(argv=None):
             r[name + " ratio"] = float(ratio)
         rows.append(r)
     os.environ.pop("JAXEMU_CUDA_STATS")
+    # The kernels alone: rows of the distances' X (1M x 256 float32) with
+    # the probe, on 32 lanes and on row_lanes' choice; columns of X and of
+    # the 8192^2 operand. Memory speed: bytes / time.
+    v = jnp.ones((1, d), jnp.float32)
+    kern = []
+    for lanes in (32, 16, 8):
+        g = jax.jit(lambda x, v, lanes=lanes: cuda_stats.rows(x[None], v, lanes))
+        kern.append((f"rows of X, {lanes} lanes", x.nbytes, T.median_time(lambda: g(x, v), args.reps)))
+    for name, op in (("columns of X", x), ("columns of 8192^2", sb)):
+        g = jax.jit(lambda b: cuda_stats.columns(b[None]))
+        kern.append((name, op.nbytes, T.median_time(lambda: g(op), args.reps)))
     print(f"{jax.devices()[0].device_kind}, jax {jax.__version__}")
     print(f"{'shape':24s} {'fp16x3':>8s} {'auto XLA':>9s} {'auto krn':>9s} {'test XLA':>9s} {'test krn':>9s}"
           f"  fp16x3 allowed (XLA, kernels)")
@@ -72,9 +83,12 @@ def main(argv=None):
               f"{r['auto, kernels'] * 1e3:9.3f} {r['test, XLA'] * 1e3:9.3f} {r['test, kernels'] * 1e3:9.3f}"
               f"  {r['test, XLA fp16x3_ok']}, {r['test, kernels fp16x3_ok']}"
               f" (ratio {r['test, XLA ratio']:.3g}, {r['test, kernels ratio']:.3g})")
+    for name, nbytes, t in kern:
+        print(f"{name:24s} {t * 1e3:8.3f} ms  {nbytes / t / 1e12:5.2f} TB/s")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": jax.devices()[0].device_kind, "jax": jax.__version__, "rows": rows}, f, indent=1)
+            json.dump({"device": jax.devices()[0].device_kind, "jax": jax.__version__, "rows": rows,
+                       "kernels": [dict(name=k, bytes=b, s=t) for k, b, t in kern]}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -170,8 +170,9 @@ def test_row_stats_kernel_gives_the_data_tests_statistics(dtype, k, rng):
     # max |a|, min nonzero |a| and max |a v| exactly; sum |a|, sum a v and
     # sum |a v| in float64 (one float32 rounding, within
     # StatsKernels.probe_roundings); sum |a v|^(1/8) within the approximate
-    # root's 1e-6; warp rows (K < 4096) and block rows, vector loads and
-    # scalar ones, vectors of zeros skipped; bit-identical reruns.
+    # root's 1e-6; block rows (K >= 4096) and short rows on 4 to 32 lanes
+    # each (37 rows: a group past the last row), vector loads and scalar
+    # ones, vectors of zeros skipped; bit-identical reruns.
     from jaxemu.backends import cuda_stats
     a = T.sample("wide-exp", (3, 37, k), rng)
     a[0, 3] = 0.0                                   # a zero row
@@ -179,26 +180,28 @@ def test_row_stats_kernel_gives_the_data_tests_statistics(dtype, k, rng):
     a[2, 7, : k // 2] = 0.0                         # zero vectors, skipped
     a = jnp.asarray(a).astype(dtype)
     v = jnp.asarray(T.sample("uniform(-1,1)", (3, k), rng))
-    f = jax.jit(cuda_stats.rows)
-    got = [np.asarray(x, np.float64) for x in f(a, v)]
-    again = [np.asarray(x) for x in f(a, v)]
-    assert all(np.array_equal(np.asarray(x), y) for x, y in zip(f(a, v), again))
     a64 = np.asarray(a.astype(jnp.float32), np.float64)
     a64 = np.where(np.isfinite(a64), a64, 0.0)
     t = a64 * np.asarray(v, np.float64)[:, None, :]         # exact in float64
     ax, at = np.abs(a64), np.abs(t)
     at32 = at.astype(np.float32)                            # FP32's product |a v|
-    np.testing.assert_array_equal(got[0], ax.max(2))
-    np.testing.assert_array_equal(got[1], np.where(ax > 0, ax, np.inf).min(2))
-    np.testing.assert_array_equal(got[5], at32.max(2))
     bound = 2 * cuda_stats.probe_roundings(k) * 2.0 ** -24
-    for x, ref, mag in ((got[2], ax.sum(2), ax.sum(2)), (got[3], t.sum(2), at.sum(2)), (got[4], at.sum(2), at.sum(2))):
-        assert np.all(np.abs(x - ref) <= bound * mag), np.max(np.abs(x - ref) / np.maximum(mag, 1e-300))
     root8 = (at32.astype(np.float64)) ** 0.125
-    assert np.all(np.abs(got[6] - root8.sum(2)) <= (2 * k * 2.0 ** -24 + 1e-6) * root8.sum(2))
-    assert np.isinf(got[1][0, 3]) and got[0][0, 3] == 0 and got[2][0, 3] == 0
-    no_probe = [np.asarray(x) for x in jax.jit(lambda a: cuda_stats.rows(a))(a)]
-    assert len(no_probe) == 3 and all(np.array_equal(x, y) for x, y in zip(no_probe, again[:3]))
+    for lanes in ((None, 4, 8, 16, 32) if k < 4096 else (None,)):
+        f = jax.jit(lambda a, v, lanes=lanes: cuda_stats.rows(a, v, lanes))
+        got = [np.asarray(x, np.float64) for x in f(a, v)]
+        again = [np.asarray(x) for x in f(a, v)]
+        assert all(np.array_equal(np.asarray(x), y) for x, y in zip(f(a, v), again))
+        np.testing.assert_array_equal(got[0], ax.max(2))
+        np.testing.assert_array_equal(got[1], np.where(ax > 0, ax, np.inf).min(2))
+        np.testing.assert_array_equal(got[5], at32.max(2))
+        for x, ref, mag in ((got[2], ax.sum(2), ax.sum(2)), (got[3], t.sum(2), at.sum(2)),
+                            (got[4], at.sum(2), at.sum(2))):
+            assert np.all(np.abs(x - ref) <= bound * mag), (lanes, np.max(np.abs(x - ref) / np.maximum(mag, 1e-300)))
+        assert np.all(np.abs(got[6] - root8.sum(2)) <= (2 * k * 2.0 ** -24 + 1e-6) * root8.sum(2)), lanes
+        assert np.isinf(got[1][0, 3]) and got[0][0, 3] == 0 and got[2][0, 3] == 0
+        no_probe = [np.asarray(x) for x in jax.jit(lambda a, lanes=lanes: cuda_stats.rows(a, lanes=lanes))(a)]
+        assert len(no_probe) == 3 and all(np.array_equal(x, y) for x, y in zip(no_probe, again[:3]))
 
 
 @pytest.mark.parametrize("dtype,k,n", [("float32", 3000, 256), ("float32", 70001, 24), ("float32", 513, 1001),

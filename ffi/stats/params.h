@@ -32,6 +32,10 @@ struct RowStatsProblem {
   float* out = nullptr;
   Element element = Element::kF32;
   int64_t batch = 0, rows = 0, k = 0;
+  // Threads per row of rows shorter than kBlockRowK (4, 8, 16 or 32: a
+  // group of a warp; more rows per warp keep more loads in flight when a
+  // row is a few hundred values); longer rows take a block of 256 each.
+  int lanes = 32;
 };
 
 struct ColStatsProblem {

@@ -83,8 +83,9 @@ __device__ __forceinline__ void add_vector(RowPartial<kProbe>& acc, const Vector
   }
 }
 
-// kThreads threads (32: a warp, or 256: the block) reduce row `r`; lane in
-// 0..kThreads-1. Returns the row's statistics in lane 0.
+// kThreads threads (4..32: a group of lanes of one warp, or 256: the block)
+// reduce row `r`; lane in 0..kThreads-1. Returns the row's statistics in
+// lane 0. Every lane of the warp must call it (full-warp shuffles).
 template <typename T, int kThreads, bool kProbe>
 __device__ __forceinline__ RowPartial<kProbe> reduce_row(const RowStatsProblem& p, int64_t r, int lane) {
   const T* row = static_cast<const T*>(p.a) + r * p.k;
@@ -111,8 +112,8 @@ __device__ __forceinline__ RowPartial<kProbe> reduce_row(const RowStatsProblem& 
     for (int64_t i = lane; i < p.k; i += kThreads) acc.add(to_float(row[i]), kProbe ? v[i] : 0.f);
   }
 #pragma unroll
-  for (int d = 16; d > 0; d /= 2) acc.merge(acc.shfl_down(d));
-  if (kThreads > 32) {
+  for (int d = (kThreads < 32 ? kThreads : 32) / 2; d > 0; d /= 2) acc.merge(acc.shfl_down(d));
+  if constexpr (kThreads > 32) {
     __shared__ RowPartial<kProbe> warps[kThreads / 32];
     if (lane % 32 == 0) warps[lane / 32] = acc;
     __syncthreads();
@@ -137,13 +138,14 @@ __device__ __forceinline__ void store(const RowStatsProblem& p, int64_t r, const
   }
 }
 
-// Short rows: a warp per row, 8 rows per block of 256 threads.
-template <typename T, bool kProbe>
+// Short rows: kLanes lanes per row, 256 / kLanes rows per block of 256
+// threads. A group past the last row reduces the last row again (every lane
+// takes part in the shuffles) and stores nothing.
+template <typename T, bool kProbe, int kLanes>
 __global__ void __launch_bounds__(256) row_stats_warp_kernel(const RowStatsProblem p) {
-  const int64_t r = int64_t(blockIdx.x) * 8 + threadIdx.x / 32;
-  if (r >= p.batch * p.rows) return;  // whole warps leave together
-  RowPartial<kProbe> s = reduce_row<T, 32, kProbe>(p, r, threadIdx.x % 32);
-  if (threadIdx.x % 32 == 0) store<kProbe>(p, r, s);
+  const int64_t n = p.batch * p.rows, r = int64_t(blockIdx.x) * (256 / kLanes) + threadIdx.x / kLanes;
+  RowPartial<kProbe> s = reduce_row<T, kLanes, kProbe>(p, r < n ? r : n - 1, threadIdx.x % kLanes);
+  if (threadIdx.x % kLanes == 0 && r < n) store<kProbe>(p, r, s);
 }
 
 // Long rows: a block of 256 threads per row.

@@ -11,18 +11,33 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import StatsKernels
 
 
-def rows(a, v: Optional[jnp.ndarray] = None):
+def row_lanes(k: int, itemsize: int) -> int:
+    """Threads per row of the row kernel for rows of k values (below 4096;
+    longer rows take a block each): about four 16-byte loads per thread in
+    flight, in a group of 4 to 32 lanes (the k-means distances' rows of 256
+    float32: 16 lanes, two rows per warp)."""
+    vectors = -(-k * itemsize // 16)
+    lanes = 4
+    while lanes < 32 and lanes * 4 < vectors:
+        lanes *= 2
+    return lanes
+
+
+def rows(a, v: Optional[jnp.ndarray] = None, lanes: Optional[int] = None):
     """Per row of a (B, R, K) (float32, float16 or bfloat16), over its finite
     values (NaN/Inf count as 0): max |a|, min of the nonzero |a| (inf for
     none), sum |a|; with the probe v (B, K) (float32, finite), of t = a v:
-    sum t, sum |t|, max |t|, sum |t|^(1/8). Each (B, R) float32."""
+    sum t, sum |t|, max |t|, sum |t|^(1/8). Each (B, R) float32. ``lanes``:
+    threads per row (4, 8, 16, 32; default ``row_lanes``)."""
     n = 3 if v is None else 7
+    lanes = row_lanes(a.shape[2], a.dtype.itemsize) if lanes is None else int(lanes)
     out = jax.ffi.ffi_call("jaxemu_row_stats", jax.ShapeDtypeStruct((n,) + a.shape[:2], jnp.float32))(
-        a, jnp.zeros((0,), jnp.float32) if v is None else v.astype(jnp.float32))
+        a, jnp.zeros((0,), jnp.float32) if v is None else v.astype(jnp.float32), lanes=np.int64(lanes))
     return tuple(out[i] for i in range(n))
 
 
