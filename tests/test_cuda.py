@@ -168,8 +168,8 @@ def test_exact_operand_kernels_give_the_full_schemes_result(name, side, rng):
 def test_row_stats_kernel_gives_the_data_tests_statistics(dtype, k, rng):
     # auto's A pass on the GPU (ffi/stats): per row over the finite values,
     # max |a|, min nonzero |a| and max |a v| exactly; sum |a|, sum a v and
-    # sum |a v| in float64 (one float32 rounding, within
-    # StatsKernels.probe_roundings); sum |a v|^(1/8) within the approximate
+    # sum |a v| within the kernel's chain of roundings
+    # (StatsKernels.probe_roundings); sum |a v|^(1/8) within the approximate
     # root's 1e-6; block rows (K >= 4096) and short rows on 4 to 32 lanes
     # each (37 rows: a group past the last row), vector loads and scalar
     # ones, vectors of zeros skipped; bit-identical reruns.
@@ -254,7 +254,7 @@ def test_auto_with_the_stats_kernels_admits_fp16x3_on_a_long_centre_update(rng, 
     # A k-means centre update on structureless normal data, K = 2^18: the
     # column sums of C are ~1/50 of |A| |B|'s, below XLA's float32 probe
     # bound (2K u = 1/32), so the XLA reductions cannot bound ||C|| from
-    # below and refuse fp16x3; the kernels' float64 probe can. The result
+    # below and refuse fp16x3; the kernels' probe (K / 256 roundings) can. The result
     # keeps SGEMM's accuracy against float64.
     from jaxemu import auto
     from jaxemu.backends import cuda_stats

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kColThreads* kRowGroups) col_partial_kernel(co
     for (int g = 0; g < kRowGroups - 1; ++g) acc[j].merge(part[g][tx][j]);
     o[j] = acc[j].amax;
     o[n + j] = acc[j].amin;
-    o[2 * n + j] = float(acc[j].l1);
+    o[2 * n + j] = acc[j].l1;
   }
 }
 
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(256) col_reduce_kernel(const ColStatsProblem p
   }
   p.out[i] = acc.amax;
   p.out[n + i] = acc.amin;
-  p.out[2 * n + i] = float(acc.l1);
+  p.out[2 * n + i] = acc.l1;
 }
 
 }  // namespace stats

@@ -6,11 +6,12 @@
 //   max |a|, min of the nonzero |a| (inf for none), sum |a|,
 // and with a probe v (batch, k) float32 (finite), of t = a v:
 //   sum t, sum |t|, max |t|, sum |t|^(1/8).
-// out (n_stats, batch, rows) float32, n_stats = 3 (no probe) or 7. The sums
-// of |a|, t and |t| accumulate in float64 (each product a v is exact there):
-// the probe's error is then one float32 rounding, not K of them, which is
-// what lets the test bound ||A v|| from below at a k-means update's K = 2^20
-// (jaxemu/backends/cuda_stats.py: PROBE_ROUNDINGS).
+// out (n_stats, batch, rows) float32, n_stats = 3 (no probe) or 7. Each
+// thread sums a known stretch of the row (K / threads values) and the
+// threads' sums meet in a fixed tree: the probe's error is then ~K / 256
+// float32 roundings, not K of them, which is what lets the test bound
+// ||A v|| from below at a k-means update's K = 2^20
+// (jaxemu/backends/cuda_stats.py: probe_roundings).
 //
 // Columns of B (batch, k, cols), row-major (cols contiguous): per column the
 // same first three statistics, in two launches: partial ones over `chunks`

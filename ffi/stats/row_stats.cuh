@@ -23,17 +23,16 @@ namespace stats {
 template <bool kProbe>
 struct RowPartial {
   Extremes e;
-  double y = 0., z = 0.;  // sum t, sum |t| (t = a v, exact in float64)
+  float y = 0.f, z = 0.f;  // sum t, sum |t| (t = a v)
   float m = 0.f, q = 0.f;  // max |t|, sum |t|^(1/8)
 
   __device__ __forceinline__ void add(float a, float v) {
     a = finite_or_zero(a);
     e.add(fabsf(a));
     if (kProbe) {
-      const double t = double(a) * double(v);
+      const float t = a * v, at = fabsf(t);
       y += t;
-      z += fabs(t);
-      const float at = fabsf(float(t));
+      z += at;
       m = fmaxf(m, at);
       q += root8(at);
     }
@@ -129,10 +128,10 @@ __device__ __forceinline__ void store(const RowStatsProblem& p, int64_t r, const
   float* o = p.out + r;
   o[0] = s.e.amax;
   o[n] = s.e.amin;
-  o[2 * n] = float(s.e.l1);
+  o[2 * n] = s.e.l1;
   if (kProbe) {
-    o[3 * n] = float(s.y);
-    o[4 * n] = float(s.z);
+    o[3 * n] = s.y;
+    o[4 * n] = s.z;
     o[5 * n] = s.m;
     o[6 * n] = s.q;
   }

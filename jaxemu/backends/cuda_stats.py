@@ -2,9 +2,9 @@
 (ffi/stats), in place of XLA's reductions, which made three to four fusions
 of A's, one writing a mask for the others to read, and an is-finite copy of
 B (docs/performance.md, stops 25-26). The same statistics as
-jaxemu/auto.py: operand_stats; the sums in another, fixed, order, and the
-probe's sums (A v, |A| |v|) in float64: one float32 rounding in all
-(``probe_roundings``), not K of them."""
+jaxemu/auto.py: operand_stats; the sums in another, fixed, order whose
+error bound is known: ~K / 256 roundings for the probe (``probe_roundings``),
+where XLA's float32 reductions guarantee only K."""
 from __future__ import annotations
 
 from typing import Optional
@@ -61,11 +61,16 @@ def columns(b):
 
 
 def probe_roundings(k: int) -> int:
-    """The probe's error bound in units of float32's unit roundoff, where
-    XLA's float32 sums take K (auto.DataTest): each product a v is exact in
-    float64, their sum's error is below K 2^-53 of sum |t| (K 2^-29 units),
-    and y, z are rounded to float32 once (one unit each, two for margin)."""
-    return 2 + -(-int(k) // (1 << 29))
+    """The row kernel's error bound on the probe's sums (sum a v, sum |a v|)
+    in units of float32's unit roundoff, per unit of sum |a v|, where XLA's
+    float32 sums take K (auto.DataTest): a thread adds ceil(K / threads)
+    products in sequence (threads: 256 per row from 4096 values, at least 4
+    below), the threads' sums meet in at most 5 shuffle levels and 8 warp
+    partials, and each product a v is rounded once: K / 256 + 18 at K >=
+    4096 (4114 at the k-means update's 2^20, 2.5e-4), at most K / 4 + 18
+    below."""
+    k = int(k)
+    return -(-k // (256 if k >= 4096 else 4)) + 18
 
 
 KERNELS = StatsKernels(rows=rows, columns=columns, probe_roundings=probe_roundings)
