@@ -199,6 +199,41 @@ def test_the_probes_lower_bound_survives_a_million_rows():
     assert 3.2 - gamma_old * 64.0 < 0                     # which had no lower bound here
 
 
+@pytest.mark.parametrize("k", [1, 7, 255, 4095, 4096, 4104, 6152, 70001, 1 << 20])
+def test_the_stats_kernels_probe_bound_covers_their_summation_chains(k):
+    """cuda_stats.probe_roundings against the row kernel's longest chain of
+    roundings (ffi/stats/row_stats.cuh), for every element size and lane
+    count it runs: a thread's values in sequence (16-byte vectors of 16 /
+    itemsize values in turn, or single values where K is not a multiple),
+    the shuffle levels, the block's 7 merges of warp partials, one rounding
+    per product."""
+    from jaxemu.backends import cuda_stats
+    for itemsize in (2, 4):
+        vec = 16 // itemsize
+        threads = [256] if k >= 4096 else [4, 8, 16, 32]
+        for t in threads:
+            per_thread = -(-(k // vec) // t) * vec if k % vec == 0 else -(-k // t)
+            merges = (5 + 7) if t == 256 else t.bit_length() - 1
+            assert cuda_stats.probe_roundings(k) >= per_thread - 1 + merges + 1, (k, itemsize, t)
+
+
+def test_the_stats_kernels_python_side_covers_what_the_grid_cannot():
+    """cuda_stats.columns past the column kernel's batch limit (the grid's
+    z) and rows with K = 0 need no kernel: XLA's reductions and the empty
+    statistics (runs on the CPU)."""
+    from jaxemu.backends import cuda_stats
+    b = jnp.asarray(np.random.default_rng(0).normal(size=(cuda_stats.MAX_COLUMN_BATCH + 1, 3, 2)), jnp.float32)
+    b = b.at[0, 0, 0].set(jnp.nan).at[1, :, 1].set(0.0)
+    got = jax.jit(cuda_stats.columns)(b)
+    x = np.abs(np.where(np.isfinite(np.asarray(b)), np.asarray(b), 0.0))
+    np.testing.assert_array_equal(got[0], x.max(1))
+    np.testing.assert_array_equal(got[1], np.where(x > 0, x, np.inf).min(1))
+    np.testing.assert_allclose(got[2], x.sum(1), rtol=1e-6)
+    rows = cuda_stats.rows(jnp.zeros((2, 3, 0), jnp.float32), jnp.zeros((2, 0), jnp.float32))
+    assert len(rows) == 7 and np.all(np.isinf(rows[1])) and all(np.all(np.asarray(r) == 0) for i, r in enumerate(rows)
+                                                                if i != 1)
+
+
 def test_row_scales_from_the_tests_maxima_are_the_splits(rng):
     """auto hands fp16x3 the row scaling from its test's maxima
     (backends.row_scales): the same exponents as the split's own pass, on

@@ -35,10 +35,16 @@ def rows(a, v: Optional[jnp.ndarray] = None, lanes: Optional[int] = None):
     sum t, sum |t|, max |t|, sum |t|^(1/8). Each (B, R) float32. ``lanes``:
     threads per row (4, 8, 16, 32; default ``row_lanes``)."""
     n = 3 if v is None else 7
+    if a.shape[2] == 0:  # (the kernel tells a probe by v's values: none here)
+        z = jnp.zeros(a.shape[:2], jnp.float32)
+        return (z, z + jnp.inf) + (z,) * (n - 2)
     lanes = row_lanes(a.shape[2], a.dtype.itemsize) if lanes is None else int(lanes)
     out = jax.ffi.ffi_call("jaxemu_row_stats", jax.ShapeDtypeStruct((n,) + a.shape[:2], jnp.float32))(
         a, jnp.zeros((0,), jnp.float32) if v is None else v.astype(jnp.float32), lanes=np.int64(lanes))
     return tuple(out[i] for i in range(n))
+
+
+MAX_COLUMN_BATCH = 65535  # the column kernel's batch is its grid's z (ffi/stats_dispatch.cu)
 
 
 def column_chunks(bsz: int, k: int, n: int) -> int:
@@ -54,6 +60,10 @@ def columns(b):
     finite values: max |b|, min of the nonzero |b| (inf for none), sum |b|.
     Each (B, N) float32."""
     bsz, k, n = b.shape
+    if bsz > MAX_COLUMN_BATCH:  # the grid's z dimension: XLA's reductions
+        x = jnp.abs(jnp.where(jnp.isfinite(b), b, 0).astype(jnp.float32))
+        return (jnp.max(x, axis=1, initial=0.0), jnp.min(jnp.where(x > 0, x, jnp.inf), axis=1, initial=jnp.inf),
+                jnp.sum(x, axis=1))
     chunks = column_chunks(bsz, k, n)
     _, out = jax.ffi.ffi_call("jaxemu_col_stats", (jax.ShapeDtypeStruct((chunks, 3, bsz, n), jnp.float32),
                                                    jax.ShapeDtypeStruct((3, bsz, n), jnp.float32)))(b)
@@ -63,14 +73,15 @@ def columns(b):
 def probe_roundings(k: int) -> int:
     """The row kernel's error bound on the probe's sums (sum a v, sum |a v|)
     in units of float32's unit roundoff, per unit of sum |a v|, where XLA's
-    float32 sums take K (auto.DataTest): a thread adds ceil(K / threads)
-    products in sequence (threads: 256 per row from 4096 values, at least 4
-    below), the threads' sums meet in at most 5 shuffle levels and 8 warp
-    partials, and each product a v is rounded once: K / 256 + 18 at K >=
-    4096 (4114 at the k-means update's 2^20, 2.5e-4), at most K / 4 + 18
-    below."""
+    float32 sums take K (auto.DataTest). A thread adds its values in
+    sequence: from K = 4096, 256 threads per row take 16-byte vectors in
+    turn (up to 8 values each: ceil(K / 2048) vectors of 8 values at most);
+    below, at least 4 lanes take K / 4 values and at most one vector more;
+    then at most 5 shuffle levels and 7 sequential merges of warp partials,
+    and one rounding of each product a v: ceil(K / 2048) * 8 + 14 from 4096
+    (4110 at the k-means update's 2^20, 2.4e-4), ceil(K / 4) + 14 below."""
     k = int(k)
-    return -(-k // (256 if k >= 4096 else 4)) + 18
+    return (-(-k // 2048) * 8 if k >= 4096 else -(-k // 4)) + 14
 
 
 KERNELS = StatsKernels(rows=rows, columns=columns, probe_roundings=probe_roundings)
