@@ -290,11 +290,7 @@ class Stats(NamedTuple):
     eb: Optional[jnp.ndarray] = None
 
 
-def _side(x0, axis):
-    ax = jnp.abs(x0)
-    return (jnp.max(ax, axis=axis, initial=0.0),
-            jnp.min(jnp.where(ax > 0, ax, jnp.inf), axis=axis, initial=jnp.inf),
-            jnp.sum(ax, axis=axis))
+_side = xla.abs_extremes
 
 
 def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsKernels] = None) -> Stats:
@@ -310,18 +306,15 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
     a, b = _wide(a), _wide(b)  # (an exact operand may come in 16 bits)
     b0 = jnp.where(jnp.isfinite(b), b, 0.0)
     b_max, b_min, b_l1 = kernels.columns(b_in) if kernels else _side(b0, 1)
-
-    def a_side():
-        return _side(jnp.where(jnp.isfinite(a), a, 0.0), 2)
+    a0 = jnp.where(jnp.isfinite(a), a, 0.0)
     if not normwise:
-        return Stats(*(kernels.rows(a_in) if kernels else a_side()), b_max, b_min, b_l1)
+        return Stats(*(kernels.rows(a_in) if kernels else _side(a0, 2)), b_max, b_min, b_l1)
     j = jnp.argmax(b_l1, axis=1)                                           # (B,)
     eb = exponent(jnp.max(b_l1, axis=1, initial=0.0))                      # (B,)
     v = ldexp(jnp.take_along_axis(b0, j[:, None, None], axis=2)[:, :, 0], -eb[:, None])  # (B, K), |v| < 2
     if kernels:
         a_max, a_min, a_l1, y, z, m, q = kernels.rows(a_in, v)
         return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb)
-    a0 = jnp.where(jnp.isfinite(a), a, 0.0)
     a_max, a_min, a_l1 = _side(a0, 2)
     av = a0 * v[:, None, :]
     t = jnp.abs(av)
@@ -413,8 +406,8 @@ class DataTest:
     rows and columns. Everything is computed from ``operand_stats`` (one
     pass over each operand); the hybrids' parts (sorts) only when asked.
     ``probe_roundings``: the error bound of the probe's sums in units of
-    UNIT_ROUNDOFF (None: K, as XLA's float32 sums; the backends' kernels
-    sum in float64: StatsKernels.probe_roundings)."""
+    UNIT_ROUNDOFF (None: K, as XLA's float32 sums; the backends' kernels:
+    StatsKernels.probe_roundings)."""
 
     def __init__(self, st: Stats, mkn: Tuple[int, int, int], criterion: str, exact=(False, False),
                  probe_roundings: Optional[int] = None):

@@ -127,8 +127,7 @@ def row_scales(a_max, b_max):
     (xla.row_scale_exponents); passed to a product (``Product``'s scales),
     they spare it a pass over each operand (auto's data test has these
     maxima)."""
-    return tuple(jnp.where(x > 0, xla.FP16_ROW_TOP_EXP - xla.exponent(x), 0).astype(jnp.int32)
-                 for x in (a_max, b_max))
+    return tuple(xla.scale_exponents(x).astype(jnp.int32) for x in (a_max, b_max))
 
 
 def handles(scheme, platform: Optional[str] = None) -> bool:

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import StatsKernels
+from . import StatsKernels, xla
 
 
 def row_lanes(k: int, itemsize: int) -> int:
@@ -61,9 +61,8 @@ def columns(b):
     Each (B, N) float32."""
     bsz, k, n = b.shape
     if bsz > MAX_COLUMN_BATCH:  # the grid's z dimension: XLA's reductions
-        x = jnp.abs(jnp.where(jnp.isfinite(b), b, 0).astype(jnp.float32))
-        return (jnp.max(x, axis=1, initial=0.0), jnp.min(jnp.where(x > 0, x, jnp.inf), axis=1, initial=jnp.inf),
-                jnp.sum(x, axis=1))
+        x = b.astype(jnp.float32)
+        return xla.abs_extremes(jnp.where(jnp.isfinite(x), x, 0.0), 1)
     chunks = column_chunks(bsz, k, n)
     _, out = jax.ffi.ffi_call("jaxemu_col_stats", (jax.ShapeDtypeStruct((chunks, 3, bsz, n), jnp.float32),
                                                    jax.ShapeDtypeStruct((3, bsz, n), jnp.float32)))(b)

@@ -126,7 +126,21 @@ def row_scale_exponents(x, axis):
     """Per-row power-of-two exponents e such that max finite |x * 2^e| along
     ``axis`` lies in [2^13, 2^14). 0 for rows with no finite nonzero value."""
     amax = jnp.max(jnp.where(jnp.isfinite(x), jnp.abs(x), 0.0), axis=axis, keepdims=True)
+    return scale_exponents(amax)
+
+
+def scale_exponents(amax):
+    """``row_scale_exponents`` from the rows' largest finite |value| (int32)."""
     return jnp.where(amax > 0, FP16_ROW_TOP_EXP - exponent(amax), 0)
+
+
+def abs_extremes(x0, axis):
+    """Largest |value|, smallest nonzero |value| (inf for none) and sum of
+    |values| of finite x0 along ``axis`` (auto's operand statistics)."""
+    ax = jnp.abs(x0)
+    return (jnp.max(ax, axis=axis, initial=0.0),
+            jnp.min(jnp.where(ax > 0, ax, jnp.inf), axis=axis, initial=jnp.inf),
+            jnp.sum(ax, axis=axis))
 
 
 def split_float(x, s: FloatSplit, axis=None):
