@@ -318,8 +318,8 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
     a_max, a_min, a_l1 = _side(a0, 2)
     av = a0 * v[:, None, :]
     t = jnp.abs(av)
-    y = jnp.sum(av, axis=2)   # reductions, not a dot: they share A's pass
-    z = jnp.sum(t, axis=2)
+    y = _blocked_sum(av)   # reductions, not a dot: they share A's pass
+    z = _blocked_sum(t)
     m = jnp.max(t, axis=2, initial=0.0)
     q = jnp.sum(_root8(t), axis=2)
     return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb)
@@ -363,19 +363,54 @@ def _norm(x, axis=-1):
     return jnp.sqrt(jnp.sum(x * x, axis=axis))
 
 
-def _norm_pairwise(x):
-    """||x|| along the last axis, its squares summed in a fixed binary tree of
-    elementwise adds (which XLA does not reassociate): a relative error of
-    at most (ceil(log2 M) + 3) u, where a float32 reduction guarantees only
-    M u (at the k-means distances' M = 2^20, 23 u against 2^20 u)."""
-    s = x * x
+def _pairwise_sum(s):
+    """Sum along the last axis in a fixed binary tree of elementwise adds
+    (which XLA does not reassociate): ceil(log2 n) roundings of the sum of
+    |values|, where a float32 reduction over n values guarantees only n."""
     m = s.shape[-1]
     p = 1 << max(0, (m - 1).bit_length())
     s = jnp.pad(s, [(0, 0)] * (s.ndim - 1) + [(0, p - m)])
     while s.shape[-1] > 1:
         s = s.reshape(s.shape[:-1] + (-1, 2))
         s = s[..., 0] + s[..., 1]
-    return jnp.sqrt(s[..., 0])
+    return s[..., 0]
+
+
+def _norm_pairwise(x):
+    """||x|| along the last axis, its squares summed pairwise
+    (``_pairwise_sum``): a relative error of at most (ceil(log2 M) + 3) u,
+    where a float32 reduction guarantees only M u (at the k-means distances'
+    M = 2^20, 23 u against 2^20 u)."""
+    return jnp.sqrt(_pairwise_sum(x * x))
+
+
+# XLA's probe sums: float32 reductions over blocks of PROBE_BLOCK values of
+# K, whose sums meet in a pairwise tree (``_blocked_sum``).
+PROBE_BLOCK = 256
+
+
+def _blocked_sum(t):
+    """Sum over the last axis of t (B, M, K) as XLA's probe takes it: blocks
+    of PROBE_BLOCK consecutive values reduced in float32 (any order: at most
+    PROBE_BLOCK - 1 roundings), then the blocks' sums pairwise
+    (``_pairwise_sum``)."""
+    k = t.shape[-1]
+    nb = -(-k // PROBE_BLOCK)
+    if nb <= 1:
+        return jnp.sum(t, axis=-1)
+    t = jnp.pad(t, ((0, 0), (0, 0), (0, nb * PROBE_BLOCK - k))).reshape(t.shape[:-1] + (nb, PROBE_BLOCK))
+    return _pairwise_sum(jnp.sum(t, axis=-1))
+
+
+def xla_probe_roundings(k: int) -> int:
+    """``_blocked_sum``'s error bound on the probe's sums in units of u per
+    unit of sum |a v|: PROBE_BLOCK - 1 roundings in a block, ceil(log2) of the
+    blocks in the tree, one for each product a v, one for margin (at the
+    k-means update's K = 2^20: 269, where a float32 reduction guarantees
+    only K)."""
+    k = int(k)
+    nb = -(-k // PROBE_BLOCK)
+    return min(k, PROBE_BLOCK) + max(0, (nb - 1).bit_length()) + 1
 
 
 def _tree_roundings(m: int) -> int:
@@ -406,15 +441,15 @@ class DataTest:
     rows and columns. Everything is computed from ``operand_stats`` (one
     pass over each operand); the hybrids' parts (sorts) only when asked.
     ``probe_roundings``: the error bound of the probe's sums in units of
-    UNIT_ROUNDOFF (None: K, as XLA's float32 sums; the backends' kernels:
-    StatsKernels.probe_roundings)."""
+    UNIT_ROUNDOFF (None: XLA's blocked sums, ``xla_probe_roundings``; the
+    backends' kernels: StatsKernels.probe_roundings)."""
 
     def __init__(self, st: Stats, mkn: Tuple[int, int, int], criterion: str, exact=(False, False),
                  probe_roundings: Optional[int] = None):
         self.st, self.criterion = st, criterion
         self.m, self.k, self.n = mkn
         self.exact = tuple(exact)
-        self.probe_roundings = self.k if probe_roundings is None else int(probe_roundings)
+        self.probe_roundings = xla_probe_roundings(self.k) if probe_roundings is None else int(probe_roundings)
 
     @classmethod
     def of(cls, a, b, s: Auto, exact=(False, False), kernels: Optional[backends.StatsKernels] = None) -> "DataTest":
@@ -446,8 +481,7 @@ class DataTest:
         fa, la, y, z, mx = (ldexp(x, -ea) for x in (st.a_max, st.a_l1, st.y, st.z, st.m))
         fb, lb = (ldexp(x, -eb) for x in (st.b_max, st.b_l1))
         # A lower bound on ||A b_j|| (B,): the probe's rounding is at most
-        # 2 probe_roundings u (|A| |b_j|) per entry (K roundings where XLA
-        # sums in float32), and the two norms' (pairwise) at most
+        # 2 probe_roundings u (|A| |b_j|) per entry, and the two norms' (pairwise) at most
         # 2 (ceil(log2 M) + 3) u of them each.
         gamma = 2.0 * (self.probe_roundings + 2 * _tree_roundings(self.m) + 2) * UNIT_ROUNDOFF
         low = _norm_pairwise(y) - gamma * _norm_pairwise(z)

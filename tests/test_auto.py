@@ -234,6 +234,25 @@ def test_the_stats_kernels_python_side_covers_what_the_grid_cannot():
                                                                 if i != 1)
 
 
+def test_normwise_auto_takes_fp16x3_on_a_long_centre_update(rng):
+    """A k-means centre update on structureless normal data, K = 2^18: the
+    probe's column sums are ~1/50 of |A| |b_j|'s, below a float32
+    reduction's guarantee over K (2K u = 1/32); summed in blocks of 256 and
+    then pairwise (xla_probe_roundings: 267 roundings), the probe bounds ||C||
+    and the test passes fp16x3, whose error stays within FP32's."""
+    k, m, n = 1 << 18, 64, 128
+    lab = rng.integers(0, m, size=k)
+    oh = np.zeros((m, k), np.float32)
+    oh[lab, np.arange(k)] = 1.0
+    x = T.sample("normal(0,1)", (k, n), rng)
+    test = auto.DataTest.of(jnp.asarray(oh)[None], jnp.asarray(x)[None], AUTO, (True, False))
+    assert bool(test.fp16x3_ok), float(test.normwise_ratio[0])
+    assert 2 * k * 2.0 ** -24 > 1 / 50                     # the float32 reduction's allowance had no bound
+    f = jax.jit(jaxemu.emulate(lambda lab, x: jax.nn.one_hot(lab, m, dtype=x.dtype).T @ x, scheme=AUTO))
+    ref = oh.astype(np.float64) @ x.astype(np.float64)
+    assert T.relerr(f(jnp.asarray(lab), jnp.asarray(x)), ref) <= 2 * T.relerr(fp32_dot(oh, x), ref)
+
+
 def test_row_scales_from_the_tests_maxima_are_the_splits(rng):
     """auto hands fp16x3 the row scaling from its test's maxima
     (backends.row_scales): the same exponents as the split's own pass, on
