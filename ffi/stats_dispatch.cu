@@ -94,7 +94,8 @@ std::string run(const ColStatsProblem& p, cudaStream_t stream) {
   }
   why = launched("column stats");
   if (!why.empty()) return why;
-  col_reduce_kernel<<<unsigned((p.batch * p.cols + 255) / 256), 256, 0, stream>>>(p);
+  col_reduce_kernel<<<unsigned((p.batch * p.cols + kReduceCols - 1) / kReduceCols), kReduceCols * kReduceSlices, 0,
+                      stream>>>(p);
   return launched("column stats reduction");
 }
 

@@ -229,9 +229,10 @@ def test_column_stats_kernel_gives_the_data_tests_statistics(dtype, k, n, rng):
 
 def test_auto_runs_its_data_test_on_the_stats_kernels(rng, monkeypatch):
     # With JAXEMU_CUDA_STATS on (the default) auto's passes over A and B are
-    # the kernels (no XLA reduction over them); their statistics give the XLA reductions'
-    # ratio within the probe's sharper bound (never larger), and the same
-    # decision on every law.
+    # the kernels (no XLA reduction over them); their statistics give the XLA
+    # reductions' ratio up to the two probes' bounds (at K = 3000 the
+    # kernel's 4-lane chains allow 764 roundings, XLA's blocked sums 261: a
+    # fraction of a per cent of the ratio), and the same decision on every law.
     from jaxemu import auto
     from jaxemu.backends import cuda_stats
     monkeypatch.delenv("JAXEMU_CUDA_STATS", raising=False)  # the default
@@ -240,20 +241,22 @@ def test_auto_runs_its_data_test_on_the_stats_kernels(rng, monkeypatch):
     x = jax.ShapeDtypeStruct((8192, 8192), jnp.float32)
     hlo = f.lower(x, x).compile().as_text()
     assert 'custom_call_target="jaxemu_row_stats"' in hlo and 'custom_call_target="jaxemu_col_stats"' in hlo
+    # C leaves the conditional as written (auto._one_of): no transpose of it.
+    assert not [line for line in hlo.splitlines() if "transpose" in line and re.search(r"f32\[(1,)?8192,(1,)?8192\]", line)]
     for law in T.LAWS:
         a, b = (jnp.asarray(x)[None] for x in T.operands(law, 512, 3000, 256, 1))
         kernel = jax.jit(lambda a, b: (lambda t: (t.normwise_ratio, t.fp16x3_ok))(
             auto.DataTest.of(a, b, s, kernels=cuda_stats.KERNELS)))(a, b)
         xla = jax.jit(lambda a, b: (lambda t: (t.normwise_ratio, t.fp16x3_ok))(auto.DataTest.of(a, b, s)))(a, b)
         rk, rx = float(kernel[0][0]), float(xla[0][0])
-        assert rk <= rx * (1 + 1e-5) and rk >= rx * 0.98, (law, rk, rx)
+        assert rx * 0.98 <= rk <= rx * 1.02, (law, rk, rx)
         assert bool(kernel[1]) == bool(xla[1]), law
 
 
 def test_auto_with_the_stats_kernels_admits_fp16x3_on_a_long_centre_update(rng, monkeypatch):
     # A k-means centre update on structureless normal data, K = 2^18: the
     # column sums of C are ~1/50 of |A| |B|'s, below a float32 reduction's
-    # guarantee over K (2K u = 1/32); both the kernels' probe (K / 256 + 18
+    # guarantee over K (2K u = 1/32); both the kernels' probe (ceil(K / 2048) 8 + 14
     # roundings) and XLA's blocked one (256 + log2(K / 256) + 1) bound ||C||
     # from below and admit fp16x3. The result keeps SGEMM's accuracy
     # against float64.

@@ -1,0 +1,112 @@
+"""The GPU timeline of one call of an emulated product, from JAX's own
+profiler (CUPTI; no ncu replay, so XLA's autotuning costs nothing):
+
+    JAX_PLATFORMS=cuda python scripts/kernel_timeline.py [--cases sq8192,update,distances]
+        [--schemes fp16x3,auto] [--env JAXEMU_CUDA_STATS=1]
+
+Per case and scheme: every kernel of the (warm) call in stream order with its
+start, duration and the idle gap before it, then the totals: busy time, gap
+time and wall time from the first kernel's start to the last one's end. Gaps
+are where the host waits (a conditional's predicate copied back) or launches.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import tempfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxemu
+from jaxemu import testing as T
+
+
+def cases():
+    """name: (product as a user writes it, its arguments)."""
+    rng = np.random.default_rng(0)
+    out = {}
+
+    def sq8192():
+        a, b = (jax.device_put(v) for v in T.operands("normal(0,1)", 8192, 8192, 8192, 0))
+        return (lambda a, b: a @ b), (a, b)
+
+    def kmeans(which):
+        n, d, k = 1 << 20, 256, 1024
+        x = jax.device_put(rng.normal(size=(n, d)).astype(np.float32))
+        if which == "distances":
+            c = jax.device_put(rng.normal(size=(k, d)).astype(np.float32))
+            return (lambda x, c: x @ c.T), (x, c)
+        lab = jax.device_put(rng.integers(0, k, size=n).astype(np.int32))
+        return (lambda lab, x: jax.nn.one_hot(lab, k, dtype=x.dtype).T @ x), (lab, x)
+
+    out["sq8192"] = sq8192
+    out["distances"] = lambda: kmeans("distances")
+    out["update"] = lambda: kmeans("update")
+    return out
+
+
+def gpu_events(path):
+    """(name, start_ns, duration_ns) of the kernels and copies on the GPU's
+    streams, in start order."""
+    pd = jax.profiler.ProfileData.from_file(path)
+    ev = []
+    for plane in pd.planes:
+        if not plane.name.startswith("/device:GPU"):
+            continue
+        for line in plane.lines:
+            if "Stream" not in line.name:
+                continue
+            ev += [(e.name, e.start_ns, e.duration_ns) for e in line.events]
+    return sorted(ev, key=lambda e: e[1])
+
+
+def timeline(f, xs, reps=3):
+    for _ in range(reps):
+        jax.block_until_ready(f(*xs))
+    d = tempfile.mkdtemp()
+    with jax.profiler.trace(d):
+        jax.block_until_ready(f(*xs))
+    paths = glob.glob(os.path.join(d, "**", "*.xplane.pb"), recursive=True)
+    return gpu_events(paths[0])
+
+
+def report(ev, min_us=5.0):
+    if not ev:
+        print("  (no GPU events)")
+        return
+    t0, end, busy, gaps = ev[0][1], ev[0][1], 0.0, 0.0
+    for name, s, dur in ev:
+        gap = max(0.0, s - end)
+        busy += dur
+        gaps += gap
+        if dur / 1e3 >= min_us or gap / 1e3 >= min_us:
+            print(f"  {(s - t0) / 1e3:9.1f} us  {dur / 1e3:8.1f} us  gap {gap / 1e3:7.1f}  {name[:88]}")
+        end = max(end, s + dur)
+    print(f"  busy {busy / 1e3:.1f} us, gaps {gaps / 1e3:.1f} us, wall {(end - t0) / 1e3:.1f} us, {len(ev)} events")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cases", default="sq8192,distances,update")
+    p.add_argument("--schemes", default="fp16x3,auto")
+    p.add_argument("--env", action="append", default=[], help="NAME=VALUE set before tracing a scheme")
+    args = p.parse_args(argv)
+    for kv in args.env:
+        k, v = kv.split("=", 1)
+        os.environ[k] = v
+    all_cases = cases()
+    print(f"{jax.devices()[0].device_kind}, jax {jax.__version__}")
+    for case in args.cases.split(","):
+        prod, xs = all_cases[case]()
+        for scheme in args.schemes.split(","):
+            f = jax.jit(jaxemu.emulate(lambda *xs, prod=prod: prod(*xs), scheme=scheme))
+            print(f"== {case}, {scheme}")
+            report(timeline(f, xs))
+        del xs
+
+
+if __name__ == "__main__":
+    main()
