@@ -716,7 +716,7 @@ def _choose(candidates, a, b, test: DataTest, product: Callable, platform: str, 
     index = choice_index(candidates, test)
     if split is None or not hybrids:
         branches = [functools.partial(_run, c, product=product) for c in candidates]
-        return _one_of(index, branches, (a, b, order, inverse), _out_shape(a, b))
+        return xla.one_of(index, branches, (a, b, order, inverse), _out_shape(a, b))
     # One branch per pure candidate, one for all the hybrids (they share
     # their operands' splits): branch and hybrid of each candidate index.
     pures = [i for i, c in enumerate(candidates) if not c.hybrid]
@@ -725,7 +725,7 @@ def _choose(candidates, a, b, test: DataTest, product: Callable, platform: str, 
     branches = [functools.partial(_run_pure, candidates[i], product) for i in pures]
     branches.append(functools.partial(_hybrids_shared, tuple(candidates[i] for i in hybrids), split=split,
                                       platform=platform))
-    return _one_of(jnp.asarray(branch)[index], branches, (a, b, order, inverse, jnp.asarray(which)[index]),
+    return xla.one_of(jnp.asarray(branch)[index], branches, (a, b, order, inverse, jnp.asarray(which)[index]),
                    _out_shape(a, b))
 
 
@@ -775,24 +775,11 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     # exponents): one pass over each operand fewer than on its own.
     def fp16x3(a, b, st, computed):
         return product(a, b, get_scheme("fp16x3"), backends.row_scales(st.a_max, st.b_max))
-    return _one_of(ok.astype(jnp.int32), [refused, fp16x3], (a, b, test.st, test.computed()), _out_shape(a, b))
+    return xla.one_of(ok.astype(jnp.int32), [refused, fp16x3], (a, b, test.st, test.computed()), _out_shape(a, b))
 
 
 def _out_shape(a, b):
     return (a.shape[0], a.shape[1], b.shape[2])
-
-
-def _one_of(index, branches, operands, shape):
-    """lax.switch(index, branches, *operands) for branches that return C of
-    ``shape`` (B, M, N), each returning it as a flat vector, shaped back
-    after the switch. A conditional's result has one layout for all its
-    branches; XLA on the GPU made it (B, M, N) with M minor (as some cuBLAS
-    calls of the refused branch write C), and the fp16x3 branch then
-    transposed its C inside the branch and the conditional's C again after
-    it: 0.37 ms of 6.3 at 8192^3 on an H100 (docs/performance.md, stop 27).
-    A vector has one layout."""
-    flat = [lambda *ops, f=f: f(*ops).reshape(-1) for f in branches]
-    return lax.switch(index, flat, *operands).reshape(shape)
 
 
 def _wide(x):

@@ -1,7 +1,7 @@
 """The GPU timeline of one call of an emulated product, from JAX's own
 profiler (CUPTI; no ncu replay, so XLA's autotuning costs nothing):
 
-    JAX_PLATFORMS=cuda python scripts/kernel_timeline.py [--cases sq8192,update,distances]
+    JAX_PLATFORMS=cuda python scripts/kernel_timeline.py [--cases sq8192,update,distances]  (also sq2048, sq4096)
         [--schemes fp16x3,auto] [--env JAXEMU_CUDA_STATS=1]
 
 Per case and scheme: every kernel of the (warm) call in stream order with its
@@ -29,8 +29,8 @@ def cases():
     rng = np.random.default_rng(0)
     out = {}
 
-    def sq8192():
-        a, b = (jax.device_put(v) for v in T.operands("normal(0,1)", 8192, 8192, 8192, 0))
+    def square(n):
+        a, b = (jax.device_put(v) for v in T.operands("normal(0,1)", n, n, n, 0))
         return (lambda a, b: a @ b), (a, b)
 
     def kmeans(which):
@@ -42,7 +42,8 @@ def cases():
         lab = jax.device_put(rng.integers(0, k, size=n).astype(np.int32))
         return (lambda lab, x: jax.nn.one_hot(lab, k, dtype=x.dtype).T @ x), (lab, x)
 
-    out["sq8192"] = sq8192
+    for n in (2048, 4096, 8192):
+        out[f"sq{n}"] = lambda n=n: square(n)
     out["distances"] = lambda: kmeans("distances")
     out["update"] = lambda: kmeans("update")
     return out
