@@ -311,7 +311,7 @@ XLA_FFI_DEFINE_HANDLER(kOzakiCrt, OzakiCrtImpl,
 
 // auto's data test, the row statistics of one operand (stats.h): A (L, R, K)
 // float32, float16 or bfloat16; probe v (L, K) float32 or empty; out
-// (3 or 7, L, R) float32 (7 with a probe).
+// (4 or 8, L, R) float32 (8 with a probe).
 ffi::Error RowStatsImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer v, ffi::Result<ffi::AnyBuffer> out,
                         int64_t lanes) {
   auto da = a.dimensions(), dv = v.dimensions(), dout = out->dimensions();
@@ -323,7 +323,7 @@ ffi::Error RowStatsImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer v,
     default: return ffi::Error::InvalidArgument("jaxemu row stats: A must be float32, float16 or bfloat16");
   }
   const bool probe = v.element_count() > 0;
-  const int64_t n_stats = probe ? 7 : 3;
+  const int64_t n_stats = probe ? 8 : 4;
   if (da.size() != 3 || dout.size() != 3 || dout[0] != n_stats || dout[1] != da[0] || dout[2] != da[1] ||
       (probe && (dv.size() != 2 || dv[0] != da[0] || dv[1] != da[2])))
     return ffi::Error::InvalidArgument("jaxemu row stats: expected A (L, R, K), v (L, K) or empty, out (" +
@@ -350,11 +350,11 @@ XLA_FFI_DEFINE_HANDLER(kRowStats, RowStatsImpl,
                            .Ctx<ffi::PlatformStream<cudaStream_t>>()
                            .Arg<ffi::AnyBuffer>()   // a: (L, R, K)
                            .Arg<ffi::AnyBuffer>()   // v: (L, K) float32 or empty
-                           .Ret<ffi::AnyBuffer>()   // out: (3 or 7, L, R) float32
+                           .Ret<ffi::AnyBuffer>()   // out: (4 or 8, L, R) float32
                            .Attr<int64_t>("lanes"));  // threads per short row
 
-// The column statistics of B (L, K, N): partial (chunks, 3, L, N) is the
-// first launch's output, out (3, L, N) the result (stats/params.h).
+// The column statistics of B (L, K, N): partial (chunks, 4, L, N) is the
+// first launch's output, out (4, L, N) the result (stats/params.h).
 ffi::Error ColStatsImpl(cudaStream_t stream, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> partial,
                         ffi::Result<ffi::AnyBuffer> out) {
   auto db = b.dimensions(), dp = partial->dimensions(), dout = out->dimensions();
@@ -365,9 +365,9 @@ ffi::Error ColStatsImpl(cudaStream_t stream, ffi::AnyBuffer b, ffi::Result<ffi::
     case ffi::DataType::BF16: p.element = stats::Element::kBF16; break;
     default: return ffi::Error::InvalidArgument("jaxemu column stats: B must be float32, float16 or bfloat16");
   }
-  if (db.size() != 3 || dout.size() != 3 || dout[0] != 3 || dout[1] != db[0] || dout[2] != db[2] ||
-      dp.size() != 4 || dp[1] != 3 || dp[2] != db[0] || dp[3] != db[2])
-    return ffi::Error::InvalidArgument("jaxemu column stats: expected B (L, K, N), partial (chunks, 3, L, N), out (3, "
+  if (db.size() != 3 || dout.size() != 3 || dout[0] != 4 || dout[1] != db[0] || dout[2] != db[2] ||
+      dp.size() != 4 || dp[1] != 4 || dp[2] != db[0] || dp[3] != db[2])
+    return ffi::Error::InvalidArgument("jaxemu column stats: expected B (L, K, N), partial (chunks, 4, L, N), out (4, "
                                        "L, N); got " + shape_str(db) + ", " + shape_str(dp) + ", " + shape_str(dout));
   if (out->element_type() != ffi::DataType::F32 || partial->element_type() != ffi::DataType::F32)
     return ffi::Error::InvalidArgument("jaxemu column stats: partial and out must be float32");
@@ -387,8 +387,8 @@ XLA_FFI_DEFINE_HANDLER(kColStats, ColStatsImpl,
                        ffi::Ffi::Bind()
                            .Ctx<ffi::PlatformStream<cudaStream_t>>()
                            .Arg<ffi::AnyBuffer>()   // b: (L, K, N)
-                           .Ret<ffi::AnyBuffer>()   // partial: (chunks, 3, L, N) float32
-                           .Ret<ffi::AnyBuffer>());  // out: (3, L, N) float32
+                           .Ret<ffi::AnyBuffer>()   // partial: (chunks, 4, L, N) float32
+                           .Ret<ffi::AnyBuffer>());  // out: (4, L, N) float32
 
 template <typename T>
 nb::capsule capsule(T* fn) {

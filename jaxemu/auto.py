@@ -275,7 +275,9 @@ class Stats(NamedTuple):
     largest |value|, smallest nonzero |value| (inf for none), sum of |values|.
     Normwise test only (else None), for v = 2^-eb b_j, the column j of B with
     the largest sum (eb (B,): the exponent of that sum), per row of A (B, M):
-    y = A v, z = |A| |v|, m = max_k |a_ik v_k|, q = sum_k |a_ik v_k|^(1/8)."""
+    y = A v, z = |A| |v|, m = max_k |a_ik v_k|, q = sum_k |a_ik v_k|^(1/8).
+    a_bad, b_bad: 1.0 per row of A / column of B holding a NaN or +-Inf
+    (``fits``)."""
 
     a_max: jnp.ndarray
     a_min: jnp.ndarray
@@ -288,9 +290,18 @@ class Stats(NamedTuple):
     m: Optional[jnp.ndarray] = None
     q: Optional[jnp.ndarray] = None
     eb: Optional[jnp.ndarray] = None
+    a_bad: Optional[jnp.ndarray] = None
+    b_bad: Optional[jnp.ndarray] = None
+
+    def fits(self, k: int):
+        """True (traced) where A and B are finite and the product cannot
+        overflow (xla.product_fits): every product then runs without FP32's
+        special-value conditional (backends' Product ``fits``)."""
+        return ((jnp.max(self.a_bad, initial=0.0) == 0) & (jnp.max(self.b_bad, initial=0.0) == 0)
+                & xla.product_fits(jnp.max(self.a_max, initial=0.0), jnp.max(self.b_max, initial=0.0), k))
 
 
-_side = xla.abs_extremes
+_side = xla.finite_extremes
 
 
 def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsKernels] = None) -> Stats:
@@ -305,24 +316,25 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
     a_in, b_in = a, b
     a, b = _wide(a), _wide(b)  # (an exact operand may come in 16 bits)
     b0 = jnp.where(jnp.isfinite(b), b, 0.0)
-    b_max, b_min, b_l1 = kernels.columns(b_in) if kernels else _side(b0, 1)
+    b_max, b_min, b_l1, b_bad = kernels.columns(b_in) if kernels else _side(b, 1)
     a0 = jnp.where(jnp.isfinite(a), a, 0.0)
     if not normwise:
-        return Stats(*(kernels.rows(a_in) if kernels else _side(a0, 2)), b_max, b_min, b_l1)
+        a_max, a_min, a_l1, a_bad = kernels.rows(a_in) if kernels else _side(a, 2)
+        return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, a_bad=a_bad, b_bad=b_bad)
     j = jnp.argmax(b_l1, axis=1)                                           # (B,)
     eb = exponent(jnp.max(b_l1, axis=1, initial=0.0))                      # (B,)
     v = ldexp(jnp.take_along_axis(b0, j[:, None, None], axis=2)[:, :, 0], -eb[:, None])  # (B, K), |v| < 2
     if kernels:
-        a_max, a_min, a_l1, y, z, m, q = kernels.rows(a_in, v)
-        return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb)
-    a_max, a_min, a_l1 = _side(a0, 2)
+        a_max, a_min, a_l1, a_bad, y, z, m, q = kernels.rows(a_in, v)
+        return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb, a_bad, b_bad)
+    a_max, a_min, a_l1, a_bad = _side(a, 2)
     av = a0 * v[:, None, :]
     t = jnp.abs(av)
     y = _blocked_sum(av)   # reductions, not a dot: they share A's pass
     z = _blocked_sum(t)
     m = jnp.max(t, axis=2, initial=0.0)
     q = jnp.sum(_root8(t), axis=2)
-    return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb)
+    return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb, a_bad, b_bad)
 
 
 def _classes_from(st: Stats):
@@ -749,8 +761,8 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     if any(exact):
         full_product = product
 
-        def product(a, b, sc, scales=None):
-            return full_product(_wide(a), _wide(b), exact_variant(sc, exact), scales)
+        def product(a, b, sc, scales=None, fits=False):
+            return full_product(_wide(a), _wide(b), exact_variant(sc, exact), scales, fits)
     pl = plan(bsz, m, n, k, s, platform, backend, exact=exact)
     if pl.static:
         return product(a, b, get_scheme(pl.static))
@@ -766,16 +778,22 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     if not (first.scheme == "fp16x3" and not first.hybrid):
         return _choose(pl.candidates, a, b, test, product, platform, split)
     # The common case costs one conditional; the hybrids' sorts run only
-    # when fp16x3 is refused.
-    ok = test.fp16x3_ok
+    # when fp16x3 is refused. The same statistics tell whether FP32's
+    # special-value rules can change C (Stats.fits): on finite data that
+    # cannot overflow, fp16x3 runs without the special-value conditional of
+    # its own (one device-to-host copy and launch gap fewer: ~30-60 us on an
+    # H100, docs/performance.md, stop 27).
+    index = jnp.where(test.fp16x3_ok, jnp.where(test.st.fits(k), 2, 1), 0).astype(jnp.int32)
 
     def refused(a, b, st, computed):
         return _choose(rest, a, b, test.like(st).resume(computed), product, platform, split)
+
     # fp16x3 takes its row scaling from the test's maxima (the same
     # exponents): one pass over each operand fewer than on its own.
-    def fp16x3(a, b, st, computed):
-        return product(a, b, get_scheme("fp16x3"), backends.row_scales(st.a_max, st.b_max))
-    return xla.one_of(ok.astype(jnp.int32), [refused, fp16x3], (a, b, test.st, test.computed()), _out_shape(a, b))
+    def fp16x3(a, b, st, computed, fits=False):
+        return product(a, b, get_scheme("fp16x3"), backends.row_scales(st.a_max, st.b_max), fits)
+    return xla.one_of(index, [refused, fp16x3, functools.partial(fp16x3, fits=True)],
+                      (a, b, test.st, test.computed()), _out_shape(a, b))
 
 
 def _out_shape(a, b):

@@ -229,8 +229,9 @@ def test_the_stats_kernels_python_side_covers_what_the_grid_cannot():
     np.testing.assert_array_equal(got[0], x.max(1))
     np.testing.assert_array_equal(got[1], np.where(x > 0, x, np.inf).min(1))
     np.testing.assert_allclose(got[2], x.sum(1), rtol=1e-6)
+    np.testing.assert_array_equal(got[3], (~np.isfinite(np.asarray(b))).any(1))
     rows = cuda_stats.rows(jnp.zeros((2, 3, 0), jnp.float32), jnp.zeros((2, 0), jnp.float32))
-    assert len(rows) == 7 and np.all(np.isinf(rows[1])) and all(np.all(np.asarray(r) == 0) for i, r in enumerate(rows)
+    assert len(rows) == 8 and np.all(np.isinf(rows[1])) and all(np.all(np.asarray(r) == 0) for i, r in enumerate(rows)
                                                                 if i != 1)
 
 
@@ -338,6 +339,56 @@ def test_auto_with_nan_inf_islands_matches_fp32s_pattern(kind, criterion, rng):
     np.testing.assert_array_equal(np.isneginf(c), np.isneginf(ref))
     fin = np.isfinite(ref)
     assert np.abs(c[fin] - ref[fin]).max() <= 1e-5 * np.abs(ref[fin]).max()
+
+
+def test_the_tests_statistics_tell_when_fp32s_special_values_cannot_matter(rng):
+    """Stats.fits: True exactly where A and B are finite and no product of
+    theirs can overflow (xla.product_fits), from the statistics the test
+    already has (a_bad, b_bad: rows / columns holding NaN or +-Inf)."""
+    a, b = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((40, 70), (70, 30)))
+    fits = jax.jit(lambda a, b: auto.operand_stats(a[None], b[None]).fits(a.shape[1]))
+    assert bool(fits(a, b))
+    for where, value in (((a, 3, 5), np.nan), ((a, 39, 69), np.inf), ((b, 0, 29), -np.inf)):
+        x, i, j = where
+        old, x[i, j] = x[i, j], value
+        st = auto.operand_stats(a[None], b[None])
+        assert not bool(fits(a, b)), (i, j, value)
+        side = st.a_bad if x is a else st.b_bad
+        assert np.asarray(side)[0, i if x is a else j] == 1 and np.asarray(side).sum() == 1
+        x[i, j] = old
+    big = a.copy()
+    big[0, 0] = 2.0 ** 60                                      # 2^60 * 1 * 70 >= 2^100? no: fits
+    assert bool(fits(big, b))
+    big[0, 0] = 2.0 ** 95                                      # 2^95 * ~1 * 70 > 2^100: may overflow
+    assert not bool(fits(big, b))
+
+
+def _conds(jaxpr, out):
+    """Every cond equation in a closed jaxpr and its sub-jaxprs."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "cond":
+            out.append(eqn)
+        for p in eqn.params.values():
+            for sub in (p if isinstance(p, (tuple, list)) else (p,)):
+                if hasattr(sub, "jaxpr") and hasattr(sub.jaxpr, "eqns"):
+                    _conds(sub.jaxpr, out)
+                elif hasattr(sub, "eqns"):
+                    _conds(sub, out)
+    return out
+
+
+def test_auto_runs_fp16x3_without_a_special_value_conditional_on_finite_data(rng):
+    """auto's conditional has a branch for fp16x3 on data that Stats.fits:
+    that branch holds no conditional of its own (on a GPU each costs a
+    device-to-host copy of its predicate and a launch gap); the fp16x3
+    branch for other data keeps FP32's special-value rules."""
+    from jaxemu.backends import product_for
+    a, b = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((96, 160), (160, 64)))
+    program = jax.make_jaxpr(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cpu", product_for("cpu")))(a, b)
+    top = [e for e in _conds(program.jaxpr, []) if len(e.params["branches"]) == 3]
+    assert len(top) == 1
+    refused, specials, fits = top[0].params["branches"]
+    assert not _conds(fits.jaxpr, []) and _conds(specials.jaxpr, [])
 
 
 def test_componentwise_auto_picks_the_fastest_safe_scheme(rng):

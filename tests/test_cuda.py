@@ -170,17 +170,20 @@ def test_row_stats_kernel_gives_the_data_tests_statistics(dtype, k, rng):
     # max |a|, min nonzero |a| and max |a v| exactly; sum |a|, sum a v and
     # sum |a v| within the kernel's chain of roundings
     # (StatsKernels.probe_roundings); sum |a v|^(1/8) within the approximate
-    # root's 1e-6; block rows (K >= 4096) and short rows on 4 to 32 lanes
-    # each (37 rows: a group past the last row), vector loads and scalar
-    # ones, vectors of zeros skipped; bit-identical reruns.
+    # root's 1e-6; 1 exactly on the rows holding NaN/Inf; block rows (K >=
+    # 4096) and short rows on 4 to 32 lanes each (37 rows: a group past the
+    # last row), vector loads and scalar ones, vectors of zeros skipped;
+    # bit-identical reruns.
     from jaxemu.backends import cuda_stats
     a = T.sample("wide-exp", (3, 37, k), rng)
     a[0, 3] = 0.0                                   # a zero row
     a[1, 5, :3] = [np.nan, np.inf, -np.inf]         # non-finite values count as 0
+    a[2, 36, k - 1] = np.inf                        # (the last row, the last value)
     a[2, 7, : k // 2] = 0.0                         # zero vectors, skipped
     a = jnp.asarray(a).astype(dtype)
     v = jnp.asarray(T.sample("uniform(-1,1)", (3, k), rng))
     a64 = np.asarray(a.astype(jnp.float32), np.float64)
+    bad = (~np.isfinite(a64)).any(2).astype(np.float64)
     a64 = np.where(np.isfinite(a64), a64, 0.0)
     t = a64 * np.asarray(v, np.float64)[:, None, :]         # exact in float64
     ax, at = np.abs(a64), np.abs(t)
@@ -194,14 +197,16 @@ def test_row_stats_kernel_gives_the_data_tests_statistics(dtype, k, rng):
         assert all(np.array_equal(np.asarray(x), y) for x, y in zip(f(a, v), again))
         np.testing.assert_array_equal(got[0], ax.max(2))
         np.testing.assert_array_equal(got[1], np.where(ax > 0, ax, np.inf).min(2))
-        np.testing.assert_array_equal(got[5], at32.max(2))
-        for x, ref, mag in ((got[2], ax.sum(2), ax.sum(2)), (got[3], t.sum(2), at.sum(2)),
-                            (got[4], at.sum(2), at.sum(2))):
+        np.testing.assert_array_equal(got[3], bad)
+        assert bad.sum() == 2
+        np.testing.assert_array_equal(got[6], at32.max(2))
+        for x, ref, mag in ((got[2], ax.sum(2), ax.sum(2)), (got[4], t.sum(2), at.sum(2)),
+                            (got[5], at.sum(2), at.sum(2))):
             assert np.all(np.abs(x - ref) <= bound * mag), (lanes, np.max(np.abs(x - ref) / np.maximum(mag, 1e-300)))
-        assert np.all(np.abs(got[6] - root8.sum(2)) <= (2 * k * 2.0 ** -24 + 1e-6) * root8.sum(2)), lanes
+        assert np.all(np.abs(got[7] - root8.sum(2)) <= (2 * k * 2.0 ** -24 + 1e-6) * root8.sum(2)), lanes
         assert np.isinf(got[1][0, 3]) and got[0][0, 3] == 0 and got[2][0, 3] == 0
         no_probe = [np.asarray(x) for x in jax.jit(lambda a, lanes=lanes: cuda_stats.rows(a, lanes=lanes))(a)]
-        assert len(no_probe) == 3 and all(np.array_equal(x, y) for x, y in zip(no_probe, again[:3]))
+        assert len(no_probe) == 4 and all(np.array_equal(x, y) for x, y in zip(no_probe, again[:4]))
 
 
 @pytest.mark.parametrize("dtype,k,n", [("float32", 3000, 256), ("float32", 70001, 24), ("float32", 513, 1001),
@@ -209,12 +214,14 @@ def test_row_stats_kernel_gives_the_data_tests_statistics(dtype, k, rng):
 def test_column_stats_kernel_gives_the_data_tests_statistics(dtype, k, n, rng):
     # auto's B pass on the GPU: per column over the finite values, max |b|
     # and min nonzero |b| exactly, sum |b| within float32's bound (partial
-    # sums per chunk of K, reduced in chunk order: bit-identical reruns);
-    # 16-byte loads (N a multiple of the vector) and scalar ones.
+    # sums per chunk of K, reduced in a fixed order: bit-identical reruns);
+    # 1 exactly on the columns holding NaN/Inf; 16-byte loads (N a multiple
+    # of the vector) and scalar ones.
     from jaxemu.backends import cuda_stats
     b = T.sample("wide-exp", (2, k, n), rng)
     b[0, :, 3] = 0.0                                # a zero column
     b[1, :3, 5] = [np.nan, np.inf, -np.inf]
+    b[0, k - 1, n - 1] = -np.inf                    # the last column's last value
     b = jnp.asarray(b).astype(dtype)
     f = jax.jit(cuda_stats.columns)
     got = [np.asarray(x) for x in f(b)]
@@ -224,6 +231,8 @@ def test_column_stats_kernel_gives_the_data_tests_statistics(dtype, k, n, rng):
     np.testing.assert_array_equal(got[0], bx.max(1))
     np.testing.assert_array_equal(got[1], np.where(bx > 0, bx, np.inf).min(1))
     assert np.all(np.abs(got[2] - bx.sum(1)) <= 2 * k * 2.0 ** -24 * bx.sum(1))
+    np.testing.assert_array_equal(got[3], (~np.isfinite(b64)).any(1))
+    assert got[3].sum() == 2
     assert np.isinf(got[1][0, 3]) and got[0][0, 3] == 0
 
 

@@ -354,8 +354,9 @@ def test_auto_hybrids_split_once_on_the_fused_path(criterion, monkeypatch):
     monkeypatch.setenv("JAXEMU_CUDA_SPLIT", "1" if criterion == "normwise" else "0")
     s = AUTO.replace(criterion=criterion)
 
-    def product(a, b, scheme, scales=None):  # as the cuda backend's: the kernel for the emulated schemes, XLA for FP32
-        return X.canonical_dot(a, b, scheme, "cuda") if scheme.name == "fp32" else F.fused_product(a, b, scheme, scales)
+    def product(a, b, scheme, scales=None, fits=False):  # as the cuda backend's: the kernel for the emulated schemes, XLA for FP32
+        return X.canonical_dot(a, b, scheme, "cuda", fits=fits) if scheme.name == "fp32" else \
+            F.fused_product(a, b, scheme, scales, fits)
 
     def run(split):
         return jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], s, "cuda", product, "cuda", split=split)[0])

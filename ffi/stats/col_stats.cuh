@@ -1,5 +1,5 @@
-// The column statistics kernels (stats/params.h): max |b|, min nonzero |b|
-// and sum |b| of each column of B (batch, k, cols), cols contiguous, without
+// The column statistics kernels (stats/params.h): max |b|, min nonzero |b|,
+// sum |b| and any NaN/Inf of each column of B (batch, k, cols), cols contiguous, without
 // transposing it. A block reads a 64-thread-wide strip of columns (16 bytes
 // per thread and row where the rows allow: 256 float32 columns) over one
 // chunk of k, four row groups of 64 threads side by side, kUnroll rows in
@@ -16,6 +16,15 @@ namespace jaxemu {
 namespace stats {
 
 constexpr int kColThreads = 64, kRowGroups = 4, kColUnroll = 4;
+constexpr int kColStats = 4;  // amax, amin, l1, bad: the rows of partial and out
+
+// One column's statistics into o[0], o[n], o[2n], o[3n].
+__device__ __forceinline__ void store(float* o, int64_t n, const Extremes& e) {
+  o[0] = e.amax;
+  o[n] = e.amin;
+  o[2 * n] = e.l1;
+  o[3 * n] = e.bad;
+}
 
 // V consecutive values of one row loaded at once: V = kVec<T> (16 bytes) or 1.
 template <typename T, int V>
@@ -56,7 +65,7 @@ __global__ void __launch_bounds__(kColThreads* kRowGroups) col_partial_kernel(co
 #pragma unroll
       for (int u = 0; u < kColUnroll; ++u)
 #pragma unroll
-        for (int j = 0; j < V; ++j) acc[j].add(fabsf(finite_or_zero(x[u][j])));
+        for (int j = 0; j < V; ++j) acc[j].add(x[u][j]);
     }
   }
   // The row groups' statistics, merged in group order.
@@ -67,13 +76,11 @@ __global__ void __launch_bounds__(kColThreads* kRowGroups) col_partial_kernel(co
   __syncthreads();
   if (group > 0 || c0 >= p.cols) return;
   const int64_t n = p.batch * p.cols;
-  float* o = p.partial + s * 3 * n + b * p.cols + c0;
+  float* o = p.partial + s * kColStats * n + b * p.cols + c0;
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     for (int g = 0; g < kRowGroups - 1; ++g) acc[j].merge(part[g][tx][j]);
-    o[j] = acc[j].amax;
-    o[n + j] = acc[j].amin;
-    o[2 * n + j] = acc[j].l1;
+    store(o + j, n, acc[j]);
   }
 }
 
@@ -96,10 +103,11 @@ __global__ void __launch_bounds__(kReduceCols* kReduceSlices) col_reduce_kernel(
       for (int u = 0; u < kColUnroll; ++u) {
         const int64_t s = s0 + int64_t(u) * kReduceSlices;
         if (s < p.chunks) {
-          const float* part = p.partial + s * 3 * n + i;
+          const float* part = p.partial + s * kColStats * n + i;
           o[u].amax = part[0];
           o[u].amin = part[n];
           o[u].l1 = part[2 * n];
+          o[u].bad = part[3 * n];
         }
       }
 #pragma unroll
@@ -111,9 +119,7 @@ __global__ void __launch_bounds__(kReduceCols* kReduceSlices) col_reduce_kernel(
   __syncthreads();
   if (slice > 0 || i >= n) return;
   for (int t = 0; t < kReduceSlices - 1; ++t) acc.merge(part[t][tx]);
-  p.out[i] = acc.amax;
-  p.out[n + i] = acc.amin;
-  p.out[2 * n + i] = acc.l1;
+  store(p.out + i, n, acc);
 }
 
 }  // namespace stats

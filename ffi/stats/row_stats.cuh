@@ -27,8 +27,7 @@ struct RowPartial {
   float m = 0.f, q = 0.f;  // max |t|, sum |t|^(1/8)
 
   __device__ __forceinline__ void add(float a, float v) {
-    a = finite_or_zero(a);
-    e.add(fabsf(a));
+    a = e.add(a);
     if (kProbe) {
       const float t = a * v, at = fabsf(t);
       y += t;
@@ -129,11 +128,12 @@ __device__ __forceinline__ void store(const RowStatsProblem& p, int64_t r, const
   o[0] = s.e.amax;
   o[n] = s.e.amin;
   o[2 * n] = s.e.l1;
+  o[3 * n] = s.e.bad;
   if (kProbe) {
-    o[3 * n] = s.y;
-    o[4 * n] = s.z;
-    o[5 * n] = s.m;
-    o[6 * n] = s.q;
+    o[4 * n] = s.y;
+    o[5 * n] = s.z;
+    o[6 * n] = s.m;
+    o[7 * n] = s.q;
   }
 }
 

@@ -35,8 +35,6 @@ union Vector {
 // nothing to any statistic and are skipped).
 __device__ __forceinline__ bool all_zero(const uint4& u) { return (u.x | u.y | u.z | u.w) == 0u; }
 
-// NaN and +-Inf count as 0 (auto.py: operand_stats).
-__device__ __forceinline__ float finite_or_zero(float a) { return fabsf(a) < INFINITY ? a : 0.f; }
 
 // x^(1/8) for x >= 0 as 2^(log2(x) / 8), by the special-function unit's
 // approximations (relative error ~1e-7; 0 gives 0): two instructions where
@@ -49,28 +47,37 @@ __device__ __forceinline__ float root8(float x) {
   return r;
 }
 
-// max |x|, min nonzero |x| (inf: none) and sum |x| of finite values. The
-// sums stay in float32 (float64 sums ran at half the memory speed on an
+// max |x|, min nonzero |x| (inf: none) and sum |x| of finite values, and
+// whether any value was NaN or +-Inf (bad: 1, else 0). The sums stay in float32 (float64 sums ran at half the memory speed on an
 // H100: the conversions, not the adds, cost): each thread's chain is short
 // and known (jaxemu/backends/cuda_stats.py: probe_roundings).
 struct Extremes {
-  float amax = 0.f, amin = INFINITY, l1 = 0.f;
+  float amax = 0.f, amin = INFINITY, l1 = 0.f, bad = 0.f;
 
-  __device__ __forceinline__ void add(float x) {  // x = |finite value|
+  // Any value a; returns it with NaN and +-Inf as 0, as they count in every
+  // statistic (auto.py: operand_stats).
+  __device__ __forceinline__ float add(float a) {
+    const bool finite = fabsf(a) < INFINITY;
+    bad = finite ? bad : 1.f;
+    a = finite ? a : 0.f;
+    const float x = fabsf(a);
     amax = fmaxf(amax, x);
     amin = fminf(amin, x > 0.f ? x : INFINITY);
     l1 += x;
+    return a;
   }
   __device__ __forceinline__ void merge(const Extremes& o) {
     amax = fmaxf(amax, o.amax);
     amin = fminf(amin, o.amin);
     l1 += o.l1;
+    bad = fmaxf(bad, o.bad);
   }
   __device__ __forceinline__ Extremes shfl_down(int d) const {
     Extremes o;
     o.amax = __shfl_down_sync(0xffffffffu, amax, d);
     o.amin = __shfl_down_sync(0xffffffffu, amin, d);
     o.l1 = __shfl_down_sync(0xffffffffu, l1, d);
+    o.bad = __shfl_down_sync(0xffffffffu, bad, d);
     return o;
   }
 };

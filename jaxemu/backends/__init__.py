@@ -30,8 +30,11 @@ import jax.numpy as jnp
 from ..schemes import Scheme, get_scheme
 from . import xla
 
-# (a: f32[B, M, K], b: f32[B, K, N], scheme: Scheme, scales=None) -> f32[B, M, N]; scales: the
-# operands' row-scaling exponents if the caller has them (``row_scales``), or None.
+# (a: f32[B, M, K], b: f32[B, K, N], scheme: Scheme, scales=None, fits=False) -> f32[B, M, N];
+# scales: the operands' row-scaling exponents if the caller has them (``row_scales``), or None;
+# fits: True where the caller has established that a and b are finite and xla.product_fits
+# holds (auto's data test has the statistics): the product then skips FP32's special-value
+# conditional (xla.fp32_special_values), whose predicate costs a device-to-host copy on GPUs.
 Product = Callable
 
 
@@ -117,8 +120,8 @@ def xla_product(platform: str) -> Product:
     return functools.partial(_xla_canonical_dot, platform=platform)
 
 
-def _xla_canonical_dot(a, b, scheme, scales=None, *, platform):
-    return xla.canonical_dot(a, b, scheme, platform)  # (its split computes its own row scaling)
+def _xla_canonical_dot(a, b, scheme, scales=None, fits=False, *, platform):
+    return xla.canonical_dot(a, b, scheme, platform, fits=fits)  # (its split computes its own row scaling)
 
 
 def row_scales(a_max, b_max):
@@ -181,7 +184,7 @@ def product_for(platform: str, backend: str = "default") -> Product:
     if backend == "xla" or reg is None:
         return reference
 
-    def product(a, b, scheme, scales=None):
+    def product(a, b, scheme, scales=None, fits=False):
         s = get_scheme(scheme)
-        return reg.product(a, b, s, scales) if reg.handles(s) else reference(a, b, s)
+        return reg.product(a, b, s, scales, fits) if reg.handles(s) else reference(a, b, s, fits=fits)
     return product

@@ -336,16 +336,20 @@ def split_product(a_split, b_split, s: FloatSplit):
     return c
 
 
-def fused_product(a, b, s: FloatSplit, scales=None):
+def fused_product(a, b, s: FloatSplit, scales=None, fits: bool = False):
     """The scheme's product of canonical float32 operands (L, M, K) x (L, K, N)
     with FP32 special-value semantics, in one kernel launch (module docstring);
-    ``scales``: the operands' row exponents if known (backends.row_scales)."""
+    ``scales``: the operands' row exponents if known (backends.row_scales);
+    ``fits``: the caller knows a and b finite and xla.product_fits true (the
+    Product protocol, jaxemu/backends): no special-value conditional."""
     s = get_scheme(s)
     bsz, m, k = a.shape
     n = b.shape[2]
     if a.size == 0 or b.size == 0:
         return jnp.zeros((bsz, m, n), jnp.float32)
     a_split, b_split = split_operands(a, b, s, scales)
+    if fits:
+        return split_product(a_split, b_split, s)
 
     def operands():  # in the special-value branch: an exact operand rebuilt from its slice
         return (exact_operand(a_split[0], k) if s.exact[0] else a,

@@ -57,8 +57,8 @@ def make_product(ext):
     from .cuda_fused import fused_product
     from .cuda_int8 import ozaki2_product
 
-    def product(a, b, s, scales=None):
-        return ozaki2_product(a, b, s) if isinstance(s, Ozaki2) else fused_product(a, b, s, scales)
+    def product(a, b, s, scales=None, fits=False):
+        return ozaki2_product(a, b, s) if isinstance(s, Ozaki2) else fused_product(a, b, s, scales, fits)
     return product
 
 

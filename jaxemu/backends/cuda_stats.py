@@ -31,10 +31,11 @@ def row_lanes(k: int, itemsize: int) -> int:
 def rows(a, v: Optional[jnp.ndarray] = None, lanes: Optional[int] = None):
     """Per row of a (B, R, K) (float32, float16 or bfloat16), over its finite
     values (NaN/Inf count as 0): max |a|, min of the nonzero |a| (inf for
-    none), sum |a|; with the probe v (B, K) (float32, finite), of t = a v:
-    sum t, sum |t|, max |t|, sum |t|^(1/8). Each (B, R) float32. ``lanes``:
-    threads per row (4, 8, 16, 32; default ``row_lanes``)."""
-    n = 3 if v is None else 7
+    none), sum |a|, then 1.0 where the row holds a NaN or +-Inf (else 0);
+    with the probe v (B, K) (float32, finite), of t = a v: sum t, sum |t|,
+    max |t|, sum |t|^(1/8). Each (B, R) float32. ``lanes``: threads per row
+    (4, 8, 16, 32; default ``row_lanes``)."""
+    n = 4 if v is None else 8
     if a.shape[2] == 0:  # (the kernel tells a probe by v's values: none here)
         z = jnp.zeros(a.shape[:2], jnp.float32)
         return (z, z + jnp.inf) + (z,) * (n - 2)
@@ -57,16 +58,16 @@ def column_chunks(bsz: int, k: int, n: int) -> int:
 
 def columns(b):
     """Per column of b (B, K, N) (float32, float16 or bfloat16), over its
-    finite values: max |b|, min of the nonzero |b| (inf for none), sum |b|.
-    Each (B, N) float32."""
+    finite values: max |b|, min of the nonzero |b| (inf for none), sum |b|,
+    then 1.0 where the column holds a NaN or +-Inf (else 0). Each (B, N)
+    float32."""
     bsz, k, n = b.shape
     if bsz > MAX_COLUMN_BATCH:  # the grid's z dimension: XLA's reductions
-        x = b.astype(jnp.float32)
-        return xla.abs_extremes(jnp.where(jnp.isfinite(x), x, 0.0), 1)
+        return xla.finite_extremes(b.astype(jnp.float32), 1)
     chunks = column_chunks(bsz, k, n)
-    _, out = jax.ffi.ffi_call("jaxemu_col_stats", (jax.ShapeDtypeStruct((chunks, 3, bsz, n), jnp.float32),
-                                                   jax.ShapeDtypeStruct((3, bsz, n), jnp.float32)))(b)
-    return tuple(out[i] for i in range(3))
+    _, out = jax.ffi.ffi_call("jaxemu_col_stats", (jax.ShapeDtypeStruct((chunks, 4, bsz, n), jnp.float32),
+                                                   jax.ShapeDtypeStruct((4, bsz, n), jnp.float32)))(b)
+    return tuple(out[i] for i in range(4))
 
 
 def probe_roundings(k: int) -> int:

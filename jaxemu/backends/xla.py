@@ -134,13 +134,17 @@ def scale_exponents(amax):
     return jnp.where(amax > 0, FP16_ROW_TOP_EXP - exponent(amax), 0)
 
 
-def abs_extremes(x0, axis):
-    """Largest |value|, smallest nonzero |value| (inf for none) and sum of
-    |values| of finite x0 along ``axis`` (auto's operand statistics)."""
-    ax = jnp.abs(x0)
+def finite_extremes(x, axis):
+    """Along ``axis`` of x, over its finite values (NaN/Inf count as 0):
+    largest |value|, smallest nonzero |value| (inf for none), sum of
+    |values|; then 1.0 where x holds a NaN or +-Inf, else 0 (auto's operand
+    statistics, as the cuda backend's kernels give them)."""
+    fin = jnp.isfinite(x)
+    ax = jnp.abs(jnp.where(fin, x, 0.0))
     return (jnp.max(ax, axis=axis, initial=0.0),
             jnp.min(jnp.where(ax > 0, ax, jnp.inf), axis=axis, initial=jnp.inf),
-            jnp.sum(ax, axis=axis))
+            jnp.sum(ax, axis=axis),
+            jnp.max(jnp.where(fin, 0.0, 1.0), axis=axis, initial=0.0))
 
 
 def split_float(x, s: FloatSplit, axis=None):
@@ -530,15 +534,17 @@ def special_pattern(x):
     return jnp.where(jnp.isfinite(x), (sign * nonzero).astype(jnp.bfloat16), x.astype(jnp.bfloat16))
 
 
-def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_level_sum, finite=None):
+def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_level_sum, finite=None,
+                  fits: bool = False):
     """The scheme's product of canonical float32 operands (B, M, K) x (B, K, N):
     the reference concrete product (see jaxemu.backends).
 
     ``level_sum`` computes the slice products of float schemes; the default is
     plain XLA, the CUDA backend substitutes its kernels (same splits, same
     special-value handling); ``finite`` (a, b, s) -> c, when given, replaces
-    the whole product on finite operands (the cuda backend's Ozaki II).
-    Composite schemes (auto) are not concrete: they
+    the whole product on finite operands (the cuda backend's Ozaki II);
+    ``fits``: the caller has established that a and b are finite and
+    ``product_fits`` holds: no special-value conditional. Composite schemes (auto) are not concrete: they
     run above the backends (jaxemu/auto.py)."""
     s = get_scheme(scheme)
     if s.parts != (s,):
@@ -550,7 +556,7 @@ def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_lev
         return jnp.zeros((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
     def product(a0, b0):
         return finite(a0, b0, s) if finite is not None else finite_dot(a0, b0, s, platform, level_sum)
-    return fp32_special_values(product, a, b, platform)
+    return product(a, b) if fits else fp32_special_values(product, a, b, platform)
 
 
 def finite_parts(a, b):
