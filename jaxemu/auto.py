@@ -728,7 +728,7 @@ def _choose(candidates, a, b, test: DataTest, product: Callable, platform: str, 
     index = choice_index(candidates, test)
     if split is None or not hybrids:
         branches = [functools.partial(_run, c, product=product) for c in candidates]
-        return xla.one_of(index, branches, (a, b, order, inverse), _out_shape(a, b))
+        return xla.one_of(index, branches, (a, b, order, inverse), xla.product_shape(a, b))
     # One branch per pure candidate, one for all the hybrids (they share
     # their operands' splits): branch and hybrid of each candidate index.
     pures = [i for i, c in enumerate(candidates) if not c.hybrid]
@@ -738,7 +738,7 @@ def _choose(candidates, a, b, test: DataTest, product: Callable, platform: str, 
     branches.append(functools.partial(_hybrids_shared, tuple(candidates[i] for i in hybrids), split=split,
                                       platform=platform))
     return xla.one_of(jnp.asarray(branch)[index], branches, (a, b, order, inverse, jnp.asarray(which)[index]),
-                   _out_shape(a, b))
+                      xla.product_shape(a, b))
 
 
 def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xla",
@@ -793,11 +793,8 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     def fp16x3(a, b, st, computed, fits=False):
         return product(a, b, get_scheme("fp16x3"), backends.row_scales(st.a_max, st.b_max), fits)
     return xla.one_of(index, [refused, fp16x3, functools.partial(fp16x3, fits=True)],
-                      (a, b, test.st, test.computed()), _out_shape(a, b))
+                      (a, b, test.st, test.computed()), xla.product_shape(a, b))
 
-
-def _out_shape(a, b):
-    return (a.shape[0], a.shape[1], b.shape[2])
 
 
 def _wide(x):

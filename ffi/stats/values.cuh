@@ -35,7 +35,6 @@ union Vector {
 // nothing to any statistic and are skipped).
 __device__ __forceinline__ bool all_zero(const uint4& u) { return (u.x | u.y | u.z | u.w) == 0u; }
 
-
 // x^(1/8) for x >= 0 as 2^(log2(x) / 8), by the special-function unit's
 // approximations (relative error ~1e-7; 0 gives 0): two instructions where
 // three IEEE square roots cost ~30. It only weighs the probe's terms
@@ -48,9 +47,10 @@ __device__ __forceinline__ float root8(float x) {
 }
 
 // max |x|, min nonzero |x| (inf: none) and sum |x| of finite values, and
-// whether any value was NaN or +-Inf (bad: 1, else 0). The sums stay in float32 (float64 sums ran at half the memory speed on an
-// H100: the conversions, not the adds, cost): each thread's chain is short
-// and known (jaxemu/backends/cuda_stats.py: probe_roundings).
+// whether any value was NaN or +-Inf (bad: 1, else 0). The sums stay in
+// float32 (float64 sums ran at half the memory speed on an H100: the
+// conversions, not the adds, cost): each thread's chain is short and known
+// (jaxemu/backends/cuda_stats.py: probe_roundings).
 struct Extremes {
   float amax = 0.f, amin = INFINITY, l1 = 0.f, bad = 0.f;
 

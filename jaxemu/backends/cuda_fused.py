@@ -348,15 +348,14 @@ def fused_product(a, b, s: FloatSplit, scales=None, fits: bool = False):
     if a.size == 0 or b.size == 0:
         return jnp.zeros((bsz, m, n), jnp.float32)
     a_split, b_split = split_operands(a, b, s, scales)
-    if fits:
-        return split_product(a_split, b_split, s)
 
     def operands():  # in the special-value branch: an exact operand rebuilt from its slice
         return (exact_operand(a_split[0], k) if s.exact[0] else a,
                 exact_operand(b_split[0], k, transposed=True) if s.exact[1] else b)
     return xla_backend.fp32_special_values(
         lambda a0, b0: split_product(*split_operands(a0, b0, s), s), a, b, "cuda",
-        fits=xla_backend.product_fits(a_split[2], b_split[2], k), plain=lambda: split_product(a_split, b_split, s),
+        fits=True if fits else xla_backend.product_fits(a_split[2], b_split[2], k),
+        plain=lambda: split_product(a_split, b_split, s),
         operands=operands)
 
 

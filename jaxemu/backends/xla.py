@@ -553,10 +553,10 @@ def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_lev
     if isinstance(s, NativeFP32):
         return native_dot(a, b, s, platform)  # the FP32 product has FP32 semantics
     if a.size == 0 or b.size == 0:
-        return jnp.zeros((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
+        return jnp.zeros(product_shape(a, b), a.dtype)
     def product(a0, b0):
         return finite(a0, b0, s) if finite is not None else finite_dot(a0, b0, s, platform, level_sum)
-    return product(a, b) if fits else fp32_special_values(product, a, b, platform)
+    return fp32_special_values(product, a, b, platform, fits=True if fits else None)
 
 
 def finite_parts(a, b):
@@ -597,7 +597,12 @@ def fp32_special_values(product, a, b, platform: str, fits=None, plain=None, ope
     ``operands`` (() -> (a, b)), which rebuilds the operands inside the
     special-value branch (an exact operand from its 16-bit slice: as an
     operand of the conditional its float32 form would be written whole,
-    4 GiB for the k-means one-hot, whichever branch runs)."""
+    4 GiB for the k-means one-hot, whichever branch runs). ``fits=True``
+    (a Python bool: the caller has established it, as auto's test does,
+    jaxemu/backends' Product) skips the conditional: ``plain()``, or the
+    product of a and b as they are."""
+    if fits is True:
+        return plain() if plain is not None else product(a, b)
 
     def with_specials():
         # Overflow on finite operands: a slice rounded up can overflow where
@@ -615,8 +620,12 @@ def fp32_special_values(product, a, b, platform: str, fits=None, plain=None, ope
         fits = jnp.all(fin_a) & jnp.all(fin_b) & product_fits(jnp.max(jnp.abs(a0)), jnp.max(jnp.abs(b0)),
                                                               a.shape[2])
         plain = functools.partial(product, a0, b0)
-    shape = (a.shape[0], a.shape[1], b.shape[2])
-    return one_of(fits.astype(np.int32), [with_specials, plain], (), shape)
+    return one_of(fits.astype(np.int32), [with_specials, plain], (), product_shape(a, b))
+
+
+def product_shape(a, b):
+    """The shape (B, M, N) of the product of canonical a (B, M, K), b (B, K, N)."""
+    return (a.shape[0], a.shape[1], b.shape[2])
 
 
 def one_of(index, branches, operands, shape):
