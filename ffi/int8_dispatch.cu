@@ -16,7 +16,8 @@ std::string run_wide(const GemmProblem&, int, void*, cudaStream_t);
 size_t workspace_streamk(const GemmProblem&, int);
 std::string run_streamk(const GemmProblem&, int, void*, cudaStream_t);
 
-// One thread per output element (grid-stride), crt_element in ffi/int8/crt.cuh.
+// One thread per output element (grid-stride), crt_element in
+// ffi/int8/crt.cuh: outputs whose rows are not whole 16-byte vectors.
 template <bool kFloat64>
 __global__ void __launch_bounds__(256) crt_kernel(const CrtProblem p) {
   const int64_t total = p.batch * p.m * p.n;
@@ -24,6 +25,63 @@ __global__ void __launch_bounds__(256) crt_kernel(const CrtProblem p) {
        idx += int64_t(gridDim.x) * blockDim.x) {
     if constexpr (kFloat64) p.c64[idx] = crt_element64(p, idx, total);
     else p.c[idx] = crt_element(p, idx, total);
+  }
+}
+
+// kVec consecutive elements of a row per thread (grid-stride), kN = nmod
+// moduli known at compile time: the thread issues its kN vector loads of raw
+// products before any arithmetic, so that each multiprocessor keeps enough
+// bytes in flight for memory speed; one index division and one row exponent
+// per kVec elements. Same digits and values as crt_element, element by element.
+template <class T, int kV>
+struct alignas(sizeof(T) * kV) Pack {
+  T v[kV];
+};
+
+template <bool kFloat64, int kN, int kVec>
+__global__ void __launch_bounds__(256) crt_vec_kernel(const CrtProblem p) {
+  const int64_t total = p.batch * p.m * p.n, groups = total / kVec;  // n % kVec == 0
+  for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t idx = kVec * g;
+    Pack<int32_t, kVec> raw_v[kN];
+#pragma unroll
+    for (int l = 0; l < kN; ++l) raw_v[l] = *reinterpret_cast<const Pack<int32_t, kVec>*>(p.p + int64_t(l) * total + idx);
+    const CrtPosition at = crt_position(p, idx, total);
+    const int row_e = p.row_exp[at.b * p.m + at.row];
+    const Pack<int32_t, kVec> col_e = *reinterpret_cast<const Pack<int32_t, kVec>*>(p.col_exp + at.b * p.n + at.col);
+    Pack<float, kVec> f;
+    Pack<double, kVec> d;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      int32_t raw[kN];
+      int digit[kN];
+#pragma unroll
+      for (int l = 0; l < kN; ++l) raw[l] = raw_v[l].v[e];
+      crt_digits(p, kN, raw, digit);
+      const int scale = -(row_e + col_e.v[e]);
+      if constexpr (kFloat64) d.v[e] = crt_value64(p, kN, digit, scale);
+      else f.v[e] = crt_value(p, kN, digit, scale);
+    }
+    if constexpr (kFloat64) {
+#pragma unroll
+      for (int h = 0; h < kVec; h += 2)  // 16-byte stores
+        *reinterpret_cast<Pack<double, 2>*>(p.c64 + idx + h) = Pack<double, 2>{{d.v[h], d.v[h + 1]}};
+    } else {
+      *reinterpret_cast<Pack<float, kVec>*>(p.c + idx) = f;
+    }
+  }
+}
+
+// crt_vec_kernel<kFloat64, p.nmod, kVec>: four elements per thread, two past
+// 12 moduli (8 for float64's 192-bit sums), where four would spill registers.
+template <bool kFloat64, int kN = 1>
+void launch_crt_vec(const CrtProblem& p, cudaStream_t stream) {
+  if constexpr (kN <= kMaxModuli) {
+    if (p.nmod != kN) return launch_crt_vec<kFloat64, kN + 1>(p, stream);
+    constexpr int kVec = kN <= (kFloat64 ? 8 : 12) ? 4 : 2;
+    const int64_t groups = p.batch * p.m * p.n / kVec;
+    const int blocks = int(std::min<int64_t>((groups + 255) / 256, int64_t(sm_count()) * 8));
+    crt_vec_kernel<kFloat64, kN, kVec><<<blocks, 256, 0, stream>>>(p);
   }
 }
 
@@ -90,9 +148,15 @@ std::string run(const CrtProblem& p, cudaStream_t stream) {
   const int64_t total = p.batch * p.m * p.n;
   if (total == 0) return "";
   const int threads = 256;
-  const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, int64_t(sm_count()) * 16);
-  if (p.c64) crt_kernel<true><<<int(blocks), threads, 0, stream>>>(p);
-  else crt_kernel<false><<<int(blocks), threads, 0, stream>>>(p);
+  void* c = p.c64 ? static_cast<void*>(p.c64) : static_cast<void*>(p.c);
+  if (p.n % 4 == 0 && aligned16(p.p) && aligned16(p.col_exp) && aligned16(c)) {
+    if (p.c64) launch_crt_vec<true>(p, stream);
+    else launch_crt_vec<false>(p, stream);
+  } else {
+    const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, int64_t(sm_count()) * 16);
+    if (p.c64) crt_kernel<true><<<int(blocks), threads, 0, stream>>>(p);
+    else crt_kernel<false><<<int(blocks), threads, 0, stream>>>(p);
+  }
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("CRT kernel launch: ") + cudaGetErrorString(e);
 }

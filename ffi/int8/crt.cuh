@@ -1,7 +1,7 @@
-// Ozaki II reconstruction: one thread per output element reads its nmod raw
-// int32 residue products, forms the balanced mixed-radix (Garner) digits in
-// registers and writes the FP32 value once (ffi/int8/params.h: CrtProblem;
-// the kernel itself is in ffi/int8_dispatch.cu).
+// Ozaki II reconstruction: per output element, its nmod raw int32 residue
+// products give the balanced mixed-radix (Garner) digits in registers and
+// the FP32 (FP64) value is written once (ffi/int8/params.h: CrtProblem; the
+// kernels, four elements per thread, are in ffi/int8_dispatch.cu).
 #pragma once
 
 #include <cmath>
@@ -24,58 +24,83 @@ __host__ __device__ __forceinline__ int mod_i32(int32_t x, const CrtProblem& p, 
   return r < 0 ? r + p.moduli[l] : r;
 }
 
-// The balanced mixed-radix (Garner) digits v_l (l < p.nmod) of output
-// element idx of `total` = batch * m * n, from its raw products
-// p[l * total + idx]. Loops run to kMaxModuli with a guard, so that the
-// digits stay in registers.
-__host__ __device__ __forceinline__ void crt_digits(const CrtProblem& p, int64_t idx, int64_t total,
-                                                    int (&digit)[kMaxModuli]) {
+// Digit l of the balanced mixed-radix (Garner) representation, from the raw
+// product of modulus l and the digits below it (v_l in (-m_l/2, m_l/2]).
+template <int kN>
+__host__ __device__ __forceinline__ int garner_digit(const CrtProblem& p, int l, int32_t raw, const int (&digit)[kN]) {
+  const int ml = p.moduli[l];
+  const int r = mod_i32(raw, p, l);
+  int s = 0;  // sum_{j<l} (W_j mod m_l) v_j: |s| < 20 * 256 * 128 < 2^20
 #pragma unroll
-  for (int l = 0; l < kMaxModuli; ++l) {
-    if (l < p.nmod) {
-      const int ml = p.moduli[l];
-      const int r = mod_i32(p.p[int64_t(l) * total + idx], p, l);
-      int s = 0;  // sum_{j<l} (W_j mod m_l) v_j: |s| < 20 * 256 * 128 < 2^20
-#pragma unroll
-      for (int j = 0; j < l; ++j) s += p.wmod[l][j] * digit[j];
-      const int s_mod = mod_u24(uint32_t(s + p.off20[l]), ml, p.magic[l]);  // 0 < s + off20 < 2^22
-      // (r - s) / W_l mod m_l; (r - s_mod + m) inverse < 2 m^2 <= 2^17
-      int v = mod_u24(uint32_t((r - s_mod + ml) * p.inverse[l]), ml, p.magic[l]);
-      if (v >= (ml + 1) / 2) v -= ml;
-      digit[l] = v;
-    }
-  }
+  for (int j = 0; j < kN; ++j)
+    if (j < l) s += p.wmod[l][j] * digit[j];
+  const int s_mod = mod_u24(uint32_t(s + p.off20[l]), ml, p.magic[l]);  // 0 < s + off20 < 2^22
+  // (r - s) / W_l mod m_l; (r - s_mod + m) inverse < 2 m^2 <= 2^17
+  int v = mod_u24(uint32_t((r - s_mod + ml) * p.inverse[l]), ml, p.magic[l]);
+  if (v >= (ml + 1) / 2) v -= ml;
+  return v;
 }
 
-// -(row_exp + col_exp) of output element idx: 32-bit divisions when the
-// sizes allow (a 64-bit division by a run-time value costs several times more).
-__host__ __device__ __forceinline__ int crt_scale(const CrtProblem& p, int64_t idx, int64_t total) {
+// The digits v_l (l < nmod <= kN) from the raw products raw[l]. The kernel
+// passes kN = nmod, known at compile time: every raw product is loaded
+// before the first digit needs it (a load behind a run-time guard waits for
+// the arithmetic before it, one memory latency per modulus: the CRT had run
+// at a third of memory speed that way, 2.33 ms at 8192^2 x 8 moduli on an H100).
+template <int kN>
+__host__ __device__ __forceinline__ void crt_digits(const CrtProblem& p, int nmod, const int32_t (&raw)[kN],
+                                                    int (&digit)[kN]) {
+#pragma unroll
+  for (int l = 0; l < kN; ++l) digit[l] = l < nmod ? garner_digit(p, l, raw[l], digit) : 0;
+}
+
+// (batch, row, col) of output element idx: 32-bit divisions when the sizes
+// allow (a 64-bit division by a run-time value costs several times more).
+struct CrtPosition {
   int64_t b, row, col;
+};
+__host__ __device__ __forceinline__ CrtPosition crt_position(const CrtProblem& p, int64_t idx, int64_t total) {
   if (total <= int64_t(UINT32_MAX)) {
     const uint32_t i = uint32_t(idx), mn = uint32_t(p.m * p.n), n = uint32_t(p.n), bb = i / mn, rem = i - bb * mn;
-    b = bb;
-    row = rem / n;
-    col = rem - uint32_t(row) * n;
-  } else {
-    const int64_t mn = p.m * p.n, rem = idx % mn;
-    b = idx / mn;
-    row = rem / p.n;
-    col = rem - row * p.n;
+    const uint32_t row = rem / n;
+    return {int64_t(bb), int64_t(row), int64_t(rem - row * n)};
   }
-  return -(p.row_exp[b * p.m + row] + p.col_exp[b * p.n + col]);
+  const int64_t mn = p.m * p.n, rem = idx % mn, row = rem / p.n;
+  return {idx / mn, row, rem - row * p.n};
 }
 
-// Float32 output element idx: sum v_l W_l in double (relative error ~nmod
-// 2^-53), rounded once to float32. Host and device (tests/test_int8_host.py
-// runs it on the CPU against the Python reconstruction).
-__host__ __device__ __forceinline__ float crt_element(const CrtProblem& p, int64_t idx, int64_t total) {
-  int digit[kMaxModuli];
-  crt_digits(p, idx, total, digit);
+// -(row_exp + col_exp) of output element idx.
+__host__ __device__ __forceinline__ int crt_scale(const CrtProblem& p, int64_t idx, int64_t total) {
+  const CrtPosition q = crt_position(p, idx, total);
+  return -(p.row_exp[q.b * p.m + q.row] + p.col_exp[q.b * p.n + q.col]);
+}
+
+// Float32 value of the digits: sum v_l W_l in double (relative error ~nmod
+// 2^-53), times 2^scale, rounded once to float32 (subnormals, overflow: as a cast).
+template <int kN>
+__host__ __device__ __forceinline__ float crt_value(const CrtProblem& p, int nmod, const int (&digit)[kN], int scale) {
   double value = 0.0;
 #pragma unroll
-  for (int l = 0; l < kMaxModuli; ++l)
-    if (l < p.nmod) value += double(digit[l]) * p.weight[l];
-  return float(ldexp(value, crt_scale(p, idx, total)));  // one rounding to float32 (subnormals, overflow: as a cast)
+  for (int l = 0; l < kN; ++l)
+    if (l < nmod) value += double(digit[l]) * p.weight[l];
+  return float(ldexp(value, scale));
+}
+
+// The raw products of output element idx (0 past p.nmod).
+__host__ __device__ __forceinline__ void crt_raw(const CrtProblem& p, int64_t idx, int64_t total,
+                                                 int32_t (&raw)[kMaxModuli]) {
+#pragma unroll
+  for (int l = 0; l < kMaxModuli; ++l) raw[l] = l < p.nmod ? p.p[int64_t(l) * total + idx] : 0;
+}
+
+// Float32 output element idx, one element at a time: the host reference
+// (tests/native: kernel_check, crt_check against the Python reconstruction)
+// and the kernel for outputs whose rows are not whole 16-byte vectors.
+__host__ __device__ __forceinline__ float crt_element(const CrtProblem& p, int64_t idx, int64_t total) {
+  int32_t raw[kMaxModuli];
+  int digit[kMaxModuli];
+  crt_raw(p, idx, total, raw);
+  crt_digits(p, p.nmod, raw, digit);
+  return crt_value(p, p.nmod, digit, crt_scale(p, idx, total));
 }
 
 // A 192-bit two's complement integer, arithmetic modulo 2^192: C' of up to
@@ -152,20 +177,29 @@ __host__ __device__ __forceinline__ double round_to_double(const Int192& mag, in
   return ldexp(double(q), lsb + s);  // exact: q <= 2^53, its exponent within range (or Inf)
 }
 
-// Float64 output element idx: C' = sum v_l W_l exactly (Horner's rule from
-// the top digit in 192-bit integers), times 2^-(row_exp + col_exp), rounded
-// once (ozaki2_f64: an error below DGEMM's needs more than a double sum).
-__host__ __device__ __forceinline__ double crt_element64(const CrtProblem& p, int64_t idx, int64_t total) {
-  int digit[kMaxModuli];
-  crt_digits(p, idx, total, digit);
+// Float64 value of the digits: C' = sum v_l W_l exactly (Horner's rule from
+// the top digit in 192-bit integers), times 2^scale, rounded once
+// (ozaki2_f64: an error below DGEMM's needs more than a double sum).
+template <int kN>
+__host__ __device__ __forceinline__ double crt_value64(const CrtProblem& p, int nmod, const int (&digit)[kN],
+                                                      int scale) {
   Int192 x;
 #pragma unroll
-  for (int l = kMaxModuli - 1; l >= 0; --l)
-    if (l < p.nmod) x.mul_add(l == p.nmod - 1 ? 1u : uint32_t(p.moduli[l]), digit[l]);
+  for (int l = kN - 1; l >= 0; --l)
+    if (l < nmod) x.mul_add(l == nmod - 1 ? 1u : uint32_t(p.moduli[l]), digit[l]);
   const bool neg = x.negative();
   if (neg) x.negate();
-  const double v = round_to_double(x, crt_scale(p, idx, total));
+  const double v = round_to_double(x, scale);
   return neg ? -v : v;
+}
+
+// Float64 output element idx, one at a time (as crt_element).
+__host__ __device__ __forceinline__ double crt_element64(const CrtProblem& p, int64_t idx, int64_t total) {
+  int32_t raw[kMaxModuli];
+  int digit[kMaxModuli];
+  crt_raw(p, idx, total, raw);
+  crt_digits(p, p.nmod, raw, digit);
+  return crt_value64(p, p.nmod, digit, crt_scale(p, idx, total));
 }
 
 }  // namespace int8

@@ -657,8 +657,12 @@ struct CrtCase {
 };
 
 std::vector<CrtCase> crt_cases() {
-  return {{1, 1, 1, 2},      {2, 7, 5, 8},          {1, 129, 131, 9},       {3, 33, 1000, 12}, {1, 1000, 17, 20},
-          {1, 1, 1, 16, true}, {2, 129, 131, 18, true}, {1, 1000, 17, 20, true}};
+  // Rows not a multiple of 4 run one element per thread; the others the
+  // vector kernels (4 elements per thread up to 12 moduli, 8 for float64; 2 past).
+  return {{1, 1, 1, 2},         {2, 7, 5, 8},          {1, 129, 131, 9},       {3, 33, 1000, 12},
+          {1, 1000, 17, 20},    {1, 1, 4, 1},          {2, 64, 96, 8},         {1, 5, 8, 13},
+          {1, 100, 64, 20},     {1, 1, 1, 16, true},   {2, 129, 131, 18, true}, {1, 1000, 17, 20, true},
+          {2, 16, 12, 8, true}, {1, 31, 1000, 16, true}, {1, 9, 4, 20, true}};
 }
 
 std::string label(const CrtCase& c) {
