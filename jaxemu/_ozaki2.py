@@ -124,10 +124,17 @@ def ldexp(x, e):
 # ----------------------------------------------------------------------------
 # The method.
 
-def scale_exponents(x, axis: int, bits: int):
+def row_maxima(x, axis: int):
+    """max |x| along ``axis`` (kept as a size-1 axis): NaN or Inf where the
+    row holds one (max propagates NaN)."""
+    return jnp.max(jnp.abs(x), axis=axis, keepdims=True)
+
+
+def scale_exponents(x, axis: int, bits: int, amax=None):
     """Per-row (reduced along ``axis``, kept as a size-1 axis) int32 exponents
-    e with max |x 2^e| in [2^(bits-1), 2^bits); 0 for rows of zeros."""
-    amax = jnp.max(jnp.abs(x), axis=axis, keepdims=True)
+    e with max |x 2^e| in [2^(bits-1), 2^bits); 0 for rows of zeros.
+    ``amax``: the rows' maxima (row_maxima), when the caller has them."""
+    amax = row_maxima(x, axis) if amax is None else amax
     return jnp.where(amax > 0, bits - 1 - exponent(amax), 0)
 
 
@@ -288,7 +295,7 @@ def _row_norm_upper(x, axis: int, ex):
     return jnp.sqrt(ss) * dt(1 + 4 * eps)
 
 
-def norm_exponents(x, axis: int, budget_log2: float, min_bits: int, max_bits: int):
+def norm_exponents(x, axis: int, budget_log2: float, min_bits: int, max_bits: int, amax=None):
     """Per-row exponents e (int32, keepdims) under the norm rule: the largest
     e with ||round(x_row 2^e)||_2 <= 2^budget_log2 (then by Cauchy-Schwarz
     |(A'B')_ij| <= ||A'_i|| ||B'_j|| <= M / 4 for any data, without the
@@ -300,11 +307,12 @@ def norm_exponents(x, axis: int, budget_log2: float, min_bits: int, max_bits: in
     Rounding adds at most 1/2 per entry, sqrt(K)/2 to the norm: e satisfies
     2^e ||x_row|| + sqrt(K)/2 <= 2^budget_log2, found as floor(log2) of a
     lower bound of (2^budget_log2 - sqrt(K)/2) / ||x_row|| (GEMMul8's
-    "fast mode" scaling, Ozaki, Uchino & Imamura)."""
+    "fast mode" scaling, Ozaki, Uchino & Imamura). ``amax``: the rows'
+    maxima (row_maxima), when the caller has them."""
     dt = x.dtype.type
     eps = float(np.finfo(x.dtype).eps) / 2
     k = x.shape[axis]
-    amax = jnp.max(jnp.abs(x), axis=axis, keepdims=True)
+    amax = row_maxima(x, axis) if amax is None else amax
     ex = exponent(amax)
     room = 2.0 ** budget_log2 - math.sqrt(k) / 2
     room_lo = dt(room)
@@ -328,28 +336,30 @@ def plan(k: int, n_moduli: int, max_bits: int):
     return MODULI[:n_moduli], pa, pb, value_bits
 
 
-def exponents(a, b, n_moduli: int, max_bits: int, scaling: str = "norm"):
+def exponents(a, b, n_moduli: int, max_bits: int, scaling: str = "norm", amax=None):
     """The scaling exponents of a (B, M, K) and b (B, K, N): (moduli, ea
     (B, M, 1), eb (B, 1, N), value_bits). "max": every row's maximum keeps
     pa (pb) bits, from |A'B'| <= K 2^(pa + pb) <= M / 4; "norm": each row
-    as many as its 2-norm allows (norm_exponents), never fewer."""
+    as many as its 2-norm allows (norm_exponents), never fewer. ``amax``:
+    (row_maxima(a, 2), row_maxima(b, 1)), when the caller has them."""
+    ma, mb = (None, None) if amax is None else amax
     moduli, pa, pb, value_bits = plan(a.shape[2], n_moduli, max_bits)
     if scaling == "max":
-        return moduli, scale_exponents(a, 2, pa), scale_exponents(b, 1, pb), value_bits
+        return moduli, scale_exponents(a, 2, pa, ma), scale_exponents(b, 1, pb, mb), value_bits
     if scaling != "norm":
         raise ValueError(f"Ozaki II scaling must be 'norm' or 'max', got {scaling!r}")
     la, lb = norm_budgets(n_moduli, a.shape[2], max_bits)
-    ea = norm_exponents(a, 2, la, pa, max_bits)
-    eb = norm_exponents(b, 1, lb, pb, max_bits)
+    ea = norm_exponents(a, 2, la, pa, max_bits, ma)
+    eb = norm_exponents(b, 1, lb, pb, max_bits, mb)
     return moduli, ea, eb, value_bits
 
 
-def scaled_integers(a, b, n_moduli: int, max_bits: int, scaling: str = "norm"):
+def scaled_integers(a, b, n_moduli: int, max_bits: int, scaling: str = "norm", amax=None):
     """The first step of ozaki2_dot: the moduli, and A, B scaled to integers
     per row of A / column of B (``exponents``): (moduli, (ea, ai), (eb, bi),
     value_bits), with ea (B, M, 1), eb (B, 1, N) their exponents and
     value_bits a bound on log2 |A' B'|."""
-    moduli, ea, eb, value_bits = exponents(a, b, n_moduli, max_bits, scaling)
+    moduli, ea, eb, value_bits = exponents(a, b, n_moduli, max_bits, scaling, amax)
     it = jnp.int64 if a.dtype == jnp.float64 else jnp.int32
     ai = jnp.round(ldexp(a, ea)).astype(it)
     bi = jnp.round(ldexp(b, eb)).astype(it)
@@ -365,9 +375,10 @@ def reconstruct(pr, moduli, value_bits: int, ea, eb, dtype):
     return ldexp(c, -(ea + eb))
 
 
-def ozaki2_dot(a, b, n_moduli: int, max_bits: int, scaling: str = "norm"):
+def ozaki2_dot(a, b, n_moduli: int, max_bits: int, scaling: str = "norm", amax=None):
     """Ozaki II product of finite canonical a: (B, M, K), b: (B, K, N), both
-    float32 or both float64, with the first ``n_moduli`` moduli."""
-    moduli, (ea, ai), (eb, bi), value_bits = scaled_integers(a, b, n_moduli, max_bits, scaling)
+    float32 or both float64, with the first ``n_moduli`` moduli (``amax``:
+    as ``exponents``)."""
+    moduli, (ea, ai), (eb, bi), value_bits = scaled_integers(a, b, n_moduli, max_bits, scaling, amax)
     pr = modular_products(symmetric_residues(ai, moduli), symmetric_residues(bi, moduli), moduli)
     return reconstruct(pr, moduli, value_bits, ea, eb, a.dtype)

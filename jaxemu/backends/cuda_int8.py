@@ -124,13 +124,14 @@ def operand_residues_xla(x, e, moduli, transposed: bool, rows_out: int):
     return _ozaki2.symmetric_residues(jnp.pad(xi, widths), moduli)
 
 
-def residues(a, b, s: Ozaki2):
+def residues(a, b, s: Ozaki2, amax=None):
     """The xla backend's integers and moduli for a (B, M, K), b (B, K, N), as
     the kernels take them: (moduli, ra (n, B, M, Kp), rbt (n, B, Np, Kp) int8
     with B transposed, K zero-padded to a multiple of 16 and N to whole
     16-byte rows of int32 C (zero columns), ea (B, M, 1), eb (B, 1, N),
-    value_bits)."""
-    moduli, ea, eb, value_bits = _ozaki2.exponents(a, b, s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype], s.scaling)
+    value_bits). ``amax``: as _ozaki2.exponents."""
+    moduli, ea, eb, value_bits = _ozaki2.exponents(a, b, s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype], s.scaling,
+                                                   amax)
     # The residue kernel, or XLA's fusions (the same bytes): switches.py.
     res = operand_residues if switches.enabled("residues") else operand_residues_xla
     ra = res(a, ea[:, :, 0], moduli, False, a.shape[1])
@@ -138,14 +139,14 @@ def residues(a, b, s: Ozaki2):
     return moduli, ra, rbt, ea, eb, value_bits
 
 
-def ozaki2_finite(a, b, s: Ozaki2):
+def ozaki2_finite(a, b, s: Ozaki2, amax=None):
     """Ozaki II on finite canonical operands a (B, M, K), b (B, K, N), both of
     the scheme's dtype: the same integers, residues and moduli as the xla
     backend (so the same C' = A'B'), its products on the int8 tensor cores."""
     s = get_scheme(s)
     xla_backend.check_ozaki2_operands(a, s)
     n = b.shape[2]
-    moduli, ra, rbt, ea, eb, value_bits = residues(a, b, s)
+    moduli, ra, rbt, ea, eb, value_bits = residues(a, b, s, amax)
     nm = len(moduli)
     p = residue_products(ra, rbt, moduli)  # (n, B, M, Np)
     # float64 through the CRT kernel unless switched off (switches.py).

@@ -491,11 +491,11 @@ def check_ozaki2_operands(a, s: Ozaki2):
         raise TypeError(f"scheme {s.name!r} takes {s.dtype} operands, got {a.dtype}")
 
 
-def ozaki2_dot(a, b, s: Ozaki2):
+def ozaki2_dot(a, b, s: Ozaki2, amax=None):
     """Ozaki scheme II on finite canonical operands (jaxemu/_ozaki2.py): the
     number of moduli is fixed by K at trace time, the scaling by the data."""
     check_ozaki2_operands(a, s)
-    return _ozaki2.ozaki2_dot(a, b, s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype], s.scaling)
+    return _ozaki2.ozaki2_dot(a, b, s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype], s.scaling, amax)
 
 
 def native_dot(a, b, s, platform: str):
@@ -541,8 +541,8 @@ def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_lev
 
     ``level_sum`` computes the slice products of float schemes; the default is
     plain XLA, the CUDA backend substitutes its kernels (same splits, same
-    special-value handling); ``finite`` (a, b, s) -> c, when given, replaces
-    the whole product on finite operands (the cuda backend's Ozaki II);
+    special-value handling); ``finite`` (a, b, s, amax=None) -> c, when given,
+    replaces the whole product on finite operands (the cuda backend's Ozaki II);
     ``fits``: the caller has established that a and b are finite and
     ``product_fits`` holds: no special-value conditional. Composite schemes (auto) are not concrete: they
     run above the backends (jaxemu/auto.py)."""
@@ -556,6 +556,16 @@ def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_lev
         return jnp.zeros(product_shape(a, b), a.dtype)
     def product(a0, b0):
         return finite(a0, b0, s) if finite is not None else finite_dot(a0, b0, s, platform, level_sum)
+    if isinstance(s, Ozaki2) and not fits:
+        # Ozaki II scales every row of A and column of B by its maximum: taken
+        # once, before the conditional, the maxima also decide it (NaN and Inf
+        # propagate through max), so that each operand is read once for both
+        # (three more passes over A and B had cost 0.6 ms of 9 at 8192^3 on an
+        # H100, docs/performance.md, stop 28). Same exponents, same bits.
+        amax = (_ozaki2.row_maxima(a, 2), _ozaki2.row_maxima(b, 1))
+        ozaki = finite if finite is not None else ozaki2_dot
+        fits = product_fits(jnp.max(amax[0]), jnp.max(amax[1]), a.shape[2])
+        return fp32_special_values(product, a, b, platform, fits=fits, plain=lambda: ozaki(a, b, s, amax=amax))
     return fp32_special_values(product, a, b, platform, fits=True if fits else None)
 
 
@@ -616,10 +626,12 @@ def fp32_special_values(product, a, b, platform: str, fits=None, plain=None, ope
         return jnp.where(jnp.isfinite(pat), c, pat)
 
     if fits is None:
-        a0, b0, fin_a, fin_b = finite_parts(a, b)
-        fits = jnp.all(fin_a) & jnp.all(fin_b) & product_fits(jnp.max(jnp.abs(a0)), jnp.max(jnp.abs(b0)),
-                                                              a.shape[2])
-        plain = functools.partial(product, a0, b0)
+        # NaN and Inf propagate through max and fail product_fits: one
+        # reduction per operand decides. Where it holds a and b are their own
+        # finite parts: the plain branch takes them as they are (XLA had
+        # written out where(isfinite(a), a, 0) whole for it).
+        fits = product_fits(jnp.max(jnp.abs(a)), jnp.max(jnp.abs(b)), a.shape[2])
+        plain = functools.partial(product, a, b)
     return one_of(fits.astype(np.int32), [with_specials, plain], (), product_shape(a, b))
 
 
