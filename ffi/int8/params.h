@@ -95,6 +95,8 @@ struct ResidueProblem {
   int moduli[kMaxResidueModuli] = {};
   uint32_t magic[kMaxResidueModuli] = {};  // modular.cuh: mod_u24
   int c16[kMaxResidueModuli] = {};         // 2^16 mod m
+  int half[kMaxResidueModuli] = {};        // floor(m / 2)
+  int shift30[kMaxResidueModuli] = {};     // (half - 2^30) mod m (residues.cuh: float operands)
   int max_blocks = 0;  // > 0: at most this many blocks (tests: several tiles per block)
 };
 

@@ -108,6 +108,15 @@ __host__ __device__ __forceinline__ void store_bytes(int8_t* dst, const uint32_t
 
 // N consecutive values of one GEMM row (k .. k + N - 1), scaled by 2^e: their
 // residues for every modulus, stored at dst + l * plane (dst 4N-byte aligned).
+//
+// float (|q| <= 2^30): z = q + 2^30 in [0, 2^31] is split into 16-bit halves
+// once per value; per modulus, y = z_hi (2^16 mod m) + z_lo + shift30 is
+// congruent to q + h (h = floor(m / 2); shift30 = (h - 2^30) mod m) and
+// below 2^15 * 255 + 2^16 + 256 < 2^24, so the symmetric residue is
+// (y mod m) - h: (q + h) mod m - h lies in [-h, m - 1 - h], which is
+// symmetric_residue's range and value. Two multiplications per remainder
+// (mod_u24_direct) and no sign branch: the kernels had issued at 64-74 % of
+// the multiprocessors' rate (ncu, H100), bound by this arithmetic.
 template <class T, int N>
 __host__ __device__ __forceinline__ void write_residues(const ResidueProblem& p, const T (&v)[N], int e, int8_t* dst,
                                                         int64_t plane) {
@@ -115,14 +124,35 @@ __host__ __device__ __forceinline__ void write_residues(const ResidueProblem& p,
   bool neg[N];
 #pragma unroll
   for (int i = 0; i < N; ++i) mag[i] = scaled_magnitude(v[i], e, &neg[i]);
-  for (int l = 0; l < p.nmod; ++l) {
-    uint32_t w[N / 4] = {};
+  if constexpr (sizeof(T) == 4) {
+    uint32_t z_hi[N], z_lo[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      const int s = symmetric_residue(magnitude_mod(mag[i], p, l), neg[i], p.moduli[l]);
-      w[i / 4] |= uint32_t(uint8_t(int8_t(s))) << (8 * (i % 4));
+      const uint32_t z = neg[i] ? (1u << 30) - uint32_t(mag[i]) : (1u << 30) + uint32_t(mag[i]);
+      z_hi[i] = z >> 16;
+      z_lo[i] = z & 0xFFFFu;
     }
-    store_bytes<N>(dst + int64_t(l) * plane, w);
+    for (int l = 0; l < p.nmod; ++l, dst += plane) {
+      const int m = p.moduli[l], h = p.half[l];
+      const uint32_t c16 = uint32_t(p.c16[l]), shift = uint32_t(p.shift30[l]), magic = p.magic[l];
+      uint32_t w[N / 4] = {};
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const int s = mod_u24_direct(z_hi[i] * c16 + z_lo[i] + shift, m, magic) - h;
+        w[i / 4] |= uint32_t(uint8_t(int8_t(s))) << (8 * (i % 4));
+      }
+      store_bytes<N>(dst, w);
+    }
+  } else {
+    for (int l = 0; l < p.nmod; ++l) {
+      uint32_t w[N / 4] = {};
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const int s = symmetric_residue(magnitude_mod(mag[i], p, l), neg[i], p.moduli[l]);
+        w[i / 4] |= uint32_t(uint8_t(int8_t(s))) << (8 * (i % 4));
+      }
+      store_bytes<N>(dst + int64_t(l) * plane, w);
+    }
   }
 }
 

@@ -58,6 +58,8 @@ inline std::string setup_residues(const std::vector<int64_t>& moduli, ResiduePro
     p->moduli[l] = int(ml);
     p->magic[l] = mod_magic(ml);
     p->c16[l] = int((int64_t(1) << 16) % ml);
+    p->half[l] = int(ml / 2);
+    p->shift30[l] = int(((ml / 2 - (int64_t(1) << 30)) % ml + ml) % ml);
   }
   return "";
 }

@@ -564,7 +564,10 @@ def canonical_dot(a, b, scheme: Scheme, platform: str = "cpu", level_sum=xla_lev
         # H100, docs/performance.md, stop 28). Same exponents, same bits.
         amax = (_ozaki2.row_maxima(a, 2), _ozaki2.row_maxima(b, 1))
         ozaki = finite if finite is not None else ozaki2_dot
-        fits = product_fits(jnp.max(amax[0]), jnp.max(amax[1]), a.shape[2])
+        # The barrier keeps XLA from taking max |B| in a pass of its own over B
+        # (it had rewritten max(max(|B|, axis 1)) as a reduction of B).
+        top = lax.optimization_barrier(amax)
+        fits = product_fits(jnp.max(top[0]), jnp.max(top[1]), a.shape[2])
         return fp32_special_values(product, a, b, platform, fits=fits, plain=lambda: ozaki(a, b, s, amax=amax))
     return fp32_special_values(product, a, b, platform, fits=True if fits else None)
 

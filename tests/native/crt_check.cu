@@ -6,7 +6,7 @@
 // OUT: float32 (batch, m, n), or float64 with --f64 (crt_element64). Exit
 // status 2 with a message on bad input.
 //   crt_check --selftest
-// checks the division-free reductions (crt.cuh: mod_u24 for every x < 2^24
+// checks the division-free reductions (crt.cuh: mod_u24 and mod_u24_direct for every x < 2^24
 // and every modulus 2..256; mod_i32 at the int32 extremes, around multiples
 // of m and on a million pseudo-random values); exit status 1 on a mismatch.
 #include <cstdint>
@@ -24,8 +24,8 @@ int selftest() {
     CrtProblem p;
     if (!setup_crt({m}, &p).empty()) return 2;
     for (uint32_t x = 0; x < (1u << 24); ++x)
-      if (mod_u24(x, m, p.magic[0]) != int(x % uint32_t(m))) {
-        std::fprintf(stderr, "mod_u24(%u, %d) wrong\n", x, m);
+      if (mod_u24(x, m, p.magic[0]) != int(x % uint32_t(m)) || mod_u24_direct(x, m, p.magic[0]) != int(x % uint32_t(m))) {
+        std::fprintf(stderr, "mod_u24 or mod_u24_direct(%u, %d) wrong\n", x, m);
         return 1;
       }
     std::vector<int64_t> xs = {INT32_MIN, INT32_MIN + 1, -1, 0, 1, INT32_MAX - 1, INT32_MAX};
