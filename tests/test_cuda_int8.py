@@ -145,6 +145,25 @@ def test_ozaki2_f32_agrees_with_the_xla_backend(m, k, n, rng):
     assert T.relerr(got, T.reference(a, b)) <= 2 * T.relerr(jaxemu.dot(a, b, scheme="fp32"), T.reference(a, b)) + 1e-7
 
 
+@pytest.mark.parametrize("dtype,scheme", [(np.float32, "ozaki2_f32"), (np.float64, "ozaki2_f64")])
+def test_ozaki2_in_column_blocks_is_bit_identical(dtype, scheme, monkeypatch, rng):
+    """Outputs whose int32 products would pass MAX_PRODUCT_BYTES run in
+    column blocks of C (each block's products, then its CRT): the same bits
+    as in one piece, here with blocks of 12 columns (and a padded last one)."""
+    a = rng.standard_normal((2, 40, 70)).astype(dtype)
+    b = rng.standard_normal((2, 70, 45)).astype(dtype)
+    with jax.enable_x64(dtype == np.float64):
+        program = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=scheme))
+        whole, crts = np.asarray(program(a, b)), program.lower(a, b).as_text().count("jaxemu_ozaki2_crt")
+        nm = jaxemu.get_scheme(scheme).moduli_for(70)
+        monkeypatch.setattr(cuda_int8, "MAX_PRODUCT_BYTES", 4 * nm * 2 * 40 * 12)
+        jax.clear_caches()
+        program = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=scheme))
+        assert program.lower(a, b).as_text().count("jaxemu_ozaki2_crt") == 4 * crts > 0  # 48 padded columns
+        np.testing.assert_array_equal(np.asarray(program(a, b)), whole)
+    assert whole.dtype == dtype and np.all(np.isfinite(whole))
+
+
 def test_ozaki2_many_moduli_and_f64_match_the_xla_backend(rng):
     # More moduli than the CRT kernel holds: the xla backend's exact
     # reconstruction on the GPU's residue products, so bit-identical. float64:

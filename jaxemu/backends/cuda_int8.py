@@ -40,6 +40,10 @@ ALIGN_N = 4
 MAX_CRT_MODULI = 20
 # K is cut into pieces of at most this many (a multiple of ALIGN_K below MAX_EXACT_K).
 K_PIECE = 1 << 16
+# At most this many bytes of int32 residue products at a time: a larger C is
+# computed in column blocks (the kNN distances, 8192 x 262144 with 8 moduli,
+# had asked for 72 GiB on an 80 GB H100).
+MAX_PRODUCT_BYTES = 8 << 30
 
 
 def int8_matmul(a, bt):
@@ -148,11 +152,18 @@ def ozaki2_finite(a, b, s: Ozaki2, amax=None):
     n = b.shape[2]
     moduli, ra, rbt, ea, eb, value_bits = residues(a, b, s, amax)
     nm = len(moduli)
-    p = residue_products(ra, rbt, moduli)  # (n, B, M, Np)
     # float64 through the CRT kernel unless switched off (switches.py).
     if nm <= MAX_CRT_MODULI and (s.dtype == "float32" or switches.enabled("crt64")):
-        c = crt(p, ea[:, :, 0], pad_axis(eb[:, 0, :], 1, ALIGN_N), moduli, a.dtype)
+        eb = pad_axis(eb[:, 0, :], 1, ALIGN_N)
+        bsz, m, npad = ra.shape[1], ra.shape[2], rbt.shape[2]
+        block = max(ALIGN_N, MAX_PRODUCT_BYTES // (4 * nm * bsz * m) // ALIGN_N * ALIGN_N)
+        # Column blocks of C, each its products then its CRT (the products of
+        # one block are dead before the next block's are written).
+        c = jnp.concatenate([crt(residue_products(ra, rbt[:, :, lo:lo + block], moduli), ea[:, :, 0],
+                                 eb[:, lo:lo + block], moduli, a.dtype)
+                             for lo in range(0, npad, block)], axis=2)
         return c[:, :, :n]
+    p = residue_products(ra, rbt, moduli)  # (n, B, M, Np)
     mods = jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1)
     pr = jnp.remainder(p[..., :n], mods)
     return _ozaki2.reconstruct(pr, moduli, value_bits, ea, eb, a.dtype)
