@@ -85,21 +85,22 @@ __host__ __device__ __forceinline__ float crt_value(const CrtProblem& p, int nmo
   return float(ldexp(value, scale));
 }
 
-// The raw products of output element idx (0 past p.nmod).
-__host__ __device__ __forceinline__ void crt_raw(const CrtProblem& p, int64_t idx, int64_t total,
-                                                 int32_t (&raw)[kMaxModuli]) {
+// The digits of output element idx from its raw products, one element at a
+// time (crt_element, crt_element64).
+__host__ __device__ __forceinline__ void element_digits(const CrtProblem& p, int64_t idx, int64_t total,
+                                                        int (&digit)[kMaxModuli]) {
+  int32_t raw[kMaxModuli];
 #pragma unroll
   for (int l = 0; l < kMaxModuli; ++l) raw[l] = l < p.nmod ? p.p[int64_t(l) * total + idx] : 0;
+  crt_digits(p, p.nmod, raw, digit);
 }
 
 // Float32 output element idx, one element at a time: the host reference
 // (tests/native: kernel_check, crt_check against the Python reconstruction)
 // and the kernel for outputs whose rows are not whole 16-byte vectors.
 __host__ __device__ __forceinline__ float crt_element(const CrtProblem& p, int64_t idx, int64_t total) {
-  int32_t raw[kMaxModuli];
   int digit[kMaxModuli];
-  crt_raw(p, idx, total, raw);
-  crt_digits(p, p.nmod, raw, digit);
+  element_digits(p, idx, total, digit);
   return crt_value(p, p.nmod, digit, crt_scale(p, idx, total));
 }
 
@@ -195,10 +196,8 @@ __host__ __device__ __forceinline__ double crt_value64(const CrtProblem& p, int 
 
 // Float64 output element idx, one at a time (as crt_element).
 __host__ __device__ __forceinline__ double crt_element64(const CrtProblem& p, int64_t idx, int64_t total) {
-  int32_t raw[kMaxModuli];
   int digit[kMaxModuli];
-  crt_raw(p, idx, total, raw);
-  crt_digits(p, p.nmod, raw, digit);
+  element_digits(p, idx, total, digit);
   return crt_value64(p, p.nmod, digit, crt_scale(p, idx, total));
 }
 
