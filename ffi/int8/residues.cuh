@@ -124,35 +124,28 @@ __host__ __device__ __forceinline__ void write_residues(const ResidueProblem& p,
   bool neg[N];
 #pragma unroll
   for (int i = 0; i < N; ++i) mag[i] = scaled_magnitude(v[i], e, &neg[i]);
+  uint32_t z_hi[N] = {}, z_lo[N] = {};  // float only
   if constexpr (sizeof(T) == 4) {
-    uint32_t z_hi[N], z_lo[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       const uint32_t z = neg[i] ? (1u << 30) - uint32_t(mag[i]) : (1u << 30) + uint32_t(mag[i]);
       z_hi[i] = z >> 16;
       z_lo[i] = z & 0xFFFFu;
     }
-    for (int l = 0; l < p.nmod; ++l, dst += plane) {
-      const int m = p.moduli[l], h = p.half[l];
-      const uint32_t c16 = uint32_t(p.c16[l]), shift = uint32_t(p.shift30[l]), magic = p.magic[l];
-      uint32_t w[N / 4] = {};
+  }
+  for (int l = 0; l < p.nmod; ++l, dst += plane) {
+    uint32_t w[N / 4] = {};
 #pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const int s = mod_u24_direct(z_hi[i] * c16 + z_lo[i] + shift, m, magic) - h;
-        w[i / 4] |= uint32_t(uint8_t(int8_t(s))) << (8 * (i % 4));
-      }
-      store_bytes<N>(dst, w);
+    for (int i = 0; i < N; ++i) {
+      int s;
+      if constexpr (sizeof(T) == 4)
+        s = mod_u24_direct(z_hi[i] * uint32_t(p.c16[l]) + z_lo[i] + uint32_t(p.shift30[l]), p.moduli[l], p.magic[l]) -
+            p.half[l];
+      else
+        s = symmetric_residue(magnitude_mod(mag[i], p, l), neg[i], p.moduli[l]);
+      w[i / 4] |= uint32_t(uint8_t(int8_t(s))) << (8 * (i % 4));
     }
-  } else {
-    for (int l = 0; l < p.nmod; ++l) {
-      uint32_t w[N / 4] = {};
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const int s = symmetric_residue(magnitude_mod(mag[i], p, l), neg[i], p.moduli[l]);
-        w[i / 4] |= uint32_t(uint8_t(int8_t(s))) << (8 * (i % 4));
-      }
-      store_bytes<N>(dst + int64_t(l) * plane, w);
-    }
+    store_bytes<N>(dst, w);
   }
 }
 
