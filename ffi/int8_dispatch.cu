@@ -15,6 +15,10 @@ size_t workspace_wide(const GemmProblem&, int);
 std::string run_wide(const GemmProblem&, int, void*, cudaStream_t);
 size_t workspace_streamk(const GemmProblem&, int);
 std::string run_streamk(const GemmProblem&, int, void*, cudaStream_t);
+size_t workspace_wide_residues(const GemmProblem&, int);
+std::string run_wide_residues(const GemmProblem&, int, void*, cudaStream_t);
+size_t workspace_streamk_residues(const GemmProblem&, int);
+std::string run_streamk_residues(const GemmProblem&, int, void*, cudaStream_t);
 
 // One thread per output element (grid-stride), crt_element in
 // ffi/int8/crt.cuh: outputs whose rows are not whole 16-byte vectors.
@@ -32,20 +36,24 @@ __global__ void __launch_bounds__(256) crt_kernel(const CrtProblem p) {
 // moduli known at compile time: the thread issues its kN vector loads of raw
 // products before any arithmetic, so that each multiprocessor keeps enough
 // bytes in flight for memory speed; one index division and one row exponent
-// per kVec elements. Same digits and values as crt_element, element by element.
+// per kVec elements. Same digits and values as crt_element, element by
+// element. In: int32_t (raw products, p.p) or uint8_t (residues, p.r).
 template <class T, int kV>
 struct alignas(sizeof(T) * kV) Pack {
   T v[kV];
 };
 
-template <bool kFloat64, int kN, int kVec>
+template <bool kFloat64, int kN, int kVec, class In>
 __global__ void __launch_bounds__(256) crt_vec_kernel(const CrtProblem p) {
   const int64_t total = p.batch * p.m * p.n, groups = total / kVec;  // n % kVec == 0
+  const In* in;
+  if constexpr (sizeof(In) == 1) in = p.r;
+  else in = p.p;
   for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += int64_t(gridDim.x) * blockDim.x) {
     const int64_t idx = kVec * g;
-    Pack<int32_t, kVec> raw_v[kN];
+    Pack<In, kVec> raw_v[kN];
 #pragma unroll
-    for (int l = 0; l < kN; ++l) raw_v[l] = *reinterpret_cast<const Pack<int32_t, kVec>*>(p.p + int64_t(l) * total + idx);
+    for (int l = 0; l < kN; ++l) raw_v[l] = *reinterpret_cast<const Pack<In, kVec>*>(in + int64_t(l) * total + idx);
     const CrtPosition at = crt_position(p, idx, total);
     const int row_e = p.row_exp[at.b * p.m + at.row];
     const Pack<int32_t, kVec> col_e = *reinterpret_cast<const Pack<int32_t, kVec>*>(p.col_exp + at.b * p.n + at.col);
@@ -53,7 +61,7 @@ __global__ void __launch_bounds__(256) crt_vec_kernel(const CrtProblem p) {
     Pack<double, kVec> d;
 #pragma unroll
     for (int e = 0; e < kVec; ++e) {
-      int32_t raw[kN];
+      In raw[kN];
       int digit[kN];
 #pragma unroll
       for (int l = 0; l < kN; ++l) raw[l] = raw_v[l].v[e];
@@ -74,14 +82,14 @@ __global__ void __launch_bounds__(256) crt_vec_kernel(const CrtProblem p) {
 
 // crt_vec_kernel<kFloat64, p.nmod, kVec>: four elements per thread, two past
 // 12 moduli (8 for float64's 192-bit sums), where four would spill registers.
-template <bool kFloat64, int kN = 1>
+template <bool kFloat64, class In, int kN = 1>
 void launch_crt_vec(const CrtProblem& p, cudaStream_t stream) {
   if constexpr (kN <= kMaxModuli) {
-    if (p.nmod != kN) return launch_crt_vec<kFloat64, kN + 1>(p, stream);
+    if (p.nmod != kN) return launch_crt_vec<kFloat64, In, kN + 1>(p, stream);
     constexpr int kVec = kN <= (kFloat64 ? 8 : 12) ? 4 : 2;
     const int64_t groups = p.batch * p.m * p.n / kVec;
     const int blocks = int(std::min<int64_t>((groups + 255) / 256, int64_t(sm_count()) * 8));
-    crt_vec_kernel<kFloat64, kN, kVec><<<blocks, 256, 0, stream>>>(p);
+    crt_vec_kernel<kFloat64, kN, kVec, In><<<blocks, 256, 0, stream>>>(p);
   }
 }
 
@@ -109,13 +117,23 @@ static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 
 std::string check(const GemmProblem& p) {
   if (p.m < 1 || p.n < 1 || p.k < 1 || p.batch < 1) return "empty problem (the caller handles zero-sized dims)";
+  if (p.residues() ? (!p.r || p.c) : (!p.c || p.r))
+    return "give one output: int32 products (c), or their residues (r) with the moduli";
+  if (p.residues()) {
+    if (p.nmod < 1 || p.nmod > kMaxModuli || p.per_modulus < 1 || p.batch != p.nmod * p.per_modulus)
+      return "residue output: batch must be moduli x per_modulus";
+    for (int l = 0; l < p.nmod; ++l)
+      if (p.moduli[l].m < 2 || p.moduli[l].m > 256) return "residue output: moduli must lie in 2..256";
+    if (p.n % kAlignNResidues) return "N must be a multiple of 16 for residues (zero-padded by the caller)";
+  }
   if (p.m > INT32_MAX || p.n > INT32_MAX || p.batch > INT32_MAX) return "dimension too large";
   if (p.k > kMaxExactK)
     return "K = " + std::to_string(p.k) + " exceeds " + std::to_string(kMaxExactK) +
            ", beyond which int32 sums of int8 products can overflow (the caller cuts K)";
   if (p.k % kAlignK) return "K must be a multiple of 16 (zero-padded by the caller)";
   if (p.n % kAlignN) return "N must be a multiple of 4 (zero-padded by the caller)";
-  if (!aligned16(p.a) || !aligned16(p.b) || !aligned16(p.c)) return "operand pointers must be 16-byte aligned";
+  if (!aligned16(p.a) || !aligned16(p.b) || !aligned16(p.c ? static_cast<const void*>(p.c) : p.r))
+    return "operand pointers must be 16-byte aligned";
   return "";
 }
 
@@ -127,18 +145,23 @@ GemmConfig choose(const GemmProblem& p, int sms) {
 }
 
 size_t workspace_size(GemmConfig cfg, const GemmProblem& p, int sms) {
+  if (p.residues()) return cfg == GemmConfig::kWide ? workspace_wide_residues(p, sms) : workspace_streamk_residues(p, sms);
   return cfg == GemmConfig::kWide ? workspace_wide(p, sms) : workspace_streamk(p, sms);
 }
 
 std::string run(GemmConfig cfg, const GemmProblem& p, int sms, void* workspace, cudaStream_t stream) {
   std::string why = check(p);
   if (!why.empty()) return why;
+  if (p.residues())
+    return cfg == GemmConfig::kWide ? run_wide_residues(p, sms, workspace, stream)
+                                    : run_streamk_residues(p, sms, workspace, stream);
   return cfg == GemmConfig::kWide ? run_wide(p, sms, workspace, stream) : run_streamk(p, sms, workspace, stream);
 }
 
 std::string check(const CrtProblem& p) {
   if (p.nmod < 1 || p.nmod > kMaxModuli) return "bad number of moduli";
-  if (!p.p || !p.row_exp || !p.col_exp || (!p.c == !p.c64)) return "missing buffer (or both outputs given)";
+  if (!p.p == !p.r || !p.row_exp || !p.col_exp || (!p.c == !p.c64))
+    return "missing buffer (or both inputs, products and residues, or both outputs given)";
   return "";
 }
 
@@ -149,9 +172,15 @@ std::string run(const CrtProblem& p, cudaStream_t stream) {
   if (total == 0) return "";
   const int threads = 256;
   void* c = p.c64 ? static_cast<void*>(p.c64) : static_cast<void*>(p.c);
-  if (p.n % 4 == 0 && aligned16(p.p) && aligned16(p.col_exp) && aligned16(c)) {
-    if (p.c64) launch_crt_vec<true>(p, stream);
-    else launch_crt_vec<false>(p, stream);
+  const void* in = p.r ? static_cast<const void*>(p.r) : p.p;
+  if (p.n % 4 == 0 && aligned16(in) && aligned16(p.col_exp) && aligned16(c)) {
+    if (p.r) {
+      if (p.c64) launch_crt_vec<true, uint8_t>(p, stream);
+      else launch_crt_vec<false, uint8_t>(p, stream);
+    } else {
+      if (p.c64) launch_crt_vec<true, int32_t>(p, stream);
+      else launch_crt_vec<false, int32_t>(p, stream);
+    }
   } else {
     const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, int64_t(sm_count()) * 16);
     if (p.c64) crt_kernel<true><<<int(blocks), threads, 0, stream>>>(p);

@@ -175,16 +175,19 @@ XLA_FFI_DEFINE_HANDLER(kFusedSplit, FusedSplitImpl,
                            .Attr<int64_t>("transposed"));
 
 // The int8 GEMM (int8.h): A (L, M, K) int8, B (L, N, K) int8 -> C (L, M, N)
-// int32, exact (K <= 131071, multiple of 16; N a multiple of 4). Its device
-// workspace (stream-K partials) is a second result that XLA allocates, sized
-// by int8_workspace_bytes at trace time: FFI's ScratchAllocator returned no
-// memory on jax 0.11.2 (H100), and a result is what XLA's own GEMMs use.
-ffi::Error Int8GemmImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> c,
-                        ffi::Result<ffi::AnyBuffer> workspace) {
+// int32, exact (K <= 131071, multiple of 16; N a multiple of 4), or, with
+// moduli (jaxemu_int8_gemm_residues), C mod m_(l / (L / nmod)) as uint8 (N a
+// multiple of 16). Its device workspace (stream-K partials) is a second
+// result that XLA allocates, sized by int8_workspace_bytes at trace time:
+// FFI's ScratchAllocator returned no memory on jax 0.11.2 (H100), and a
+// result is what XLA's own GEMMs use.
+ffi::Error Int8Gemm(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> c,
+                    ffi::Result<ffi::AnyBuffer> workspace, const std::vector<int64_t>* moduli) {
   auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
-  if (a.element_type() != ffi::DataType::S8 || b.element_type() != ffi::DataType::S8 ||
-      c->element_type() != ffi::DataType::S32)
-    return ffi::Error::InvalidArgument("jaxemu int8 gemm: A and B must be int8, C int32");
+  const ffi::DataType c_type = moduli ? ffi::DataType::U8 : ffi::DataType::S32;
+  if (a.element_type() != ffi::DataType::S8 || b.element_type() != ffi::DataType::S8 || c->element_type() != c_type)
+    return ffi::Error::InvalidArgument(std::string("jaxemu int8 gemm: A and B must be int8, C ") +
+                                       (moduli ? "uint8 (residues)" : "int32"));
   if (da.size() != 3 || db.size() != 3 || dc.size() != 3 || db[0] != da[0] || db[2] != da[2] || dc[0] != da[0] ||
       dc[1] != da[1] || dc[2] != db[1])
     return ffi::Error::InvalidArgument("jaxemu int8 gemm: expected A (L, M, K), B (L, N, K), C (L, M, N); got " +
@@ -192,11 +195,17 @@ ffi::Error Int8GemmImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
   int8::GemmProblem p;
   p.a = static_cast<const int8_t*>(a.untyped_data());
   p.b = static_cast<const int8_t*>(b.untyped_data());
-  p.c = static_cast<int32_t*>(c->untyped_data());
   p.batch = da[0];
   p.m = da[1];
   p.n = db[1];
   p.k = da[2];
+  if (moduli) {
+    p.r = static_cast<uint8_t*>(c->untyped_data());
+    std::string why = int8::setup_gemm_residues(*moduli, &p);
+    if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu int8 gemm: " + why);
+  } else {
+    p.c = static_cast<int32_t*>(c->untyped_data());
+  }
   if (p.batch == 0 || p.m == 0 || p.n == 0) return ffi::Error::Success();
   if (p.k == 0) return ffi::Error::InvalidArgument("jaxemu int8 gemm: K = 0 must be handled by the caller");
   std::string why = int8::check(p);
@@ -213,6 +222,18 @@ ffi::Error Int8GemmImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
   return ffi::Error::Success();
 }
 
+ffi::Error Int8GemmImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> c,
+                        ffi::Result<ffi::AnyBuffer> workspace) {
+  return Int8Gemm(stream, a, b, c, workspace, nullptr);
+}
+
+ffi::Error Int8GemmResiduesImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
+                                ffi::Result<ffi::AnyBuffer> c, ffi::Result<ffi::AnyBuffer> workspace,
+                                ffi::Span<const int64_t> moduli) {
+  const std::vector<int64_t> mods(moduli.begin(), moduli.end());
+  return Int8Gemm(stream, a, b, c, workspace, &mods);
+}
+
 XLA_FFI_DEFINE_HANDLER(kInt8Gemm, Int8GemmImpl,
                        ffi::Ffi::Bind()
                            .Ctx<ffi::PlatformStream<cudaStream_t>>()
@@ -220,6 +241,15 @@ XLA_FFI_DEFINE_HANDLER(kInt8Gemm, Int8GemmImpl,
                            .Arg<ffi::AnyBuffer>()   // b: (L, N, K) int8
                            .Ret<ffi::AnyBuffer>()   // c: (L, M, N) int32
                            .Ret<ffi::AnyBuffer>()); // workspace: (bytes,) uint8
+
+XLA_FFI_DEFINE_HANDLER(kInt8GemmResidues, Int8GemmResiduesImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // a: (L, M, K) int8
+                           .Arg<ffi::AnyBuffer>()   // b: (L, N, K) int8
+                           .Ret<ffi::AnyBuffer>()   // r: (L, M, N) uint8
+                           .Ret<ffi::AnyBuffer>()   // workspace: (bytes,) uint8
+                           .Attr<ffi::Span<const int64_t>>("moduli"));
 
 // The Ozaki II residues of one operand (int8.h: ResidueProblem): x (L, R, K),
 // or (L, K, R) with `transposed`, float32 or float64; exponents (L, R) int32
@@ -268,16 +298,18 @@ XLA_FFI_DEFINE_HANDLER(kOzakiResidues, OzakiResiduesImpl,
                            .Attr<ffi::Span<const int64_t>>("moduli")
                            .Attr<int64_t>("transposed"));
 
-// The Ozaki II reconstruction (int8.h): raw products P (nmod, L, M, N) int32,
-// row exponents (L, M), column exponents (L, N) int32 -> C (L, M, N) float32
-// or float64.
+// The Ozaki II reconstruction (int8.h): raw products P (nmod, L, M, N) int32
+// (or their residues, uint8: jaxemu_int8_gemm_residues), row exponents
+// (L, M), column exponents (L, N) int32 -> C (L, M, N) float32 or float64.
 ffi::Error OzakiCrtImpl(cudaStream_t stream, ffi::AnyBuffer prod, ffi::AnyBuffer row_exp, ffi::AnyBuffer col_exp,
                         ffi::Result<ffi::AnyBuffer> c, ffi::Span<const int64_t> moduli) {
   auto dp = prod.dimensions(), dr = row_exp.dimensions(), dl = col_exp.dimensions(), dc = c->dimensions();
   const bool f64 = c->element_type() == ffi::DataType::F64;
-  if (prod.element_type() != ffi::DataType::S32 || row_exp.element_type() != ffi::DataType::S32 ||
+  const bool residues = prod.element_type() == ffi::DataType::U8;
+  if ((!residues && prod.element_type() != ffi::DataType::S32) || row_exp.element_type() != ffi::DataType::S32 ||
       col_exp.element_type() != ffi::DataType::S32 || (!f64 && c->element_type() != ffi::DataType::F32))
-    return ffi::Error::InvalidArgument("jaxemu ozaki2 crt: products and exponents must be int32, C float32 or float64");
+    return ffi::Error::InvalidArgument("jaxemu ozaki2 crt: products must be int32 (or their residues uint8), "
+                                       "exponents int32, C float32 or float64");
   if (dp.size() != 4 || dr.size() != 2 || dl.size() != 2 || dc.size() != 3 || dp[0] != int64_t(moduli.size()) ||
       dc[0] != dp[1] || dc[1] != dp[2] || dc[2] != dp[3] || dr[0] != dp[1] || dr[1] != dp[2] || dl[0] != dp[1] ||
       dl[1] != dp[3])
@@ -287,7 +319,8 @@ ffi::Error OzakiCrtImpl(cudaStream_t stream, ffi::AnyBuffer prod, ffi::AnyBuffer
   int8::CrtProblem p;
   std::string why = int8::setup_crt(std::vector<int64_t>(moduli.begin(), moduli.end()), &p);
   if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu ozaki2 crt: " + why);
-  p.p = static_cast<const int32_t*>(prod.untyped_data());
+  if (residues) p.r = static_cast<const uint8_t*>(prod.untyped_data());
+  else p.p = static_cast<const int32_t*>(prod.untyped_data());
   p.row_exp = static_cast<const int32_t*>(row_exp.untyped_data());
   p.col_exp = static_cast<const int32_t*>(col_exp.untyped_data());
   if (f64) p.c64 = static_cast<double*>(c->untyped_data());
@@ -303,7 +336,7 @@ ffi::Error OzakiCrtImpl(cudaStream_t stream, ffi::AnyBuffer prod, ffi::AnyBuffer
 XLA_FFI_DEFINE_HANDLER(kOzakiCrt, OzakiCrtImpl,
                        ffi::Ffi::Bind()
                            .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                           .Arg<ffi::AnyBuffer>()   // products: (nmod, L, M, N) int32
+                           .Arg<ffi::AnyBuffer>()   // products: (nmod, L, M, N) int32, or uint8 residues
                            .Arg<ffi::AnyBuffer>()   // row_exp: (L, M) int32
                            .Arg<ffi::AnyBuffer>()   // col_exp: (L, N) int32
                            .Ret<ffi::AnyBuffer>()   // c: (L, M, N) float32 or float64
@@ -408,6 +441,7 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_fused_tf32"] = capsule(kFusedTF32);
     d["jaxemu_fused_split"] = capsule(kFusedSplit);
     d["jaxemu_int8_gemm"] = capsule(kInt8Gemm);
+    d["jaxemu_int8_gemm_residues"] = capsule(kInt8GemmResidues);
     d["jaxemu_ozaki2_residues"] = capsule(kOzakiResidues);
     d["jaxemu_ozaki2_crt"] = capsule(kOzakiCrt);
     d["jaxemu_row_stats"] = capsule(kRowStats);
@@ -421,12 +455,14 @@ NB_MODULE(_jaxemu_cuda, m) {
   m.def("int8_limits", []() {
     return std::vector<int64_t>{int8::kMaxExactK, int8::kAlignK, int8::kAlignN, int8::kMaxModuli};
   });
-  m.def("int8_workspace_bytes", [](int64_t batch, int64_t m, int64_t n, int64_t k, int device) {
+  // nmod > 0: the residue output (jaxemu_int8_gemm_residues) with nmod moduli.
+  m.def("int8_workspace_bytes", [](int64_t batch, int64_t m, int64_t n, int64_t k, int device, int nmod) {
     int8::GemmProblem p;
     p.batch = batch;
     p.m = m;
     p.n = n;
     p.k = k;
+    p.nmod = nmod;
     const int sms = int8::sm_count(device);
     return int64_t(int8::workspace_size(int8::choose(p, sms), p, sms));
   });

@@ -8,6 +8,7 @@ import pytest
 
 import gpu
 import jaxemu
+from jaxemu import _ozaki2
 from jaxemu import testing as T
 from jaxemu.backends import cuda, cuda_int8
 
@@ -18,7 +19,7 @@ pytestmark = gpu.MARKS
 @pytest.fixture(autouse=True)
 def int8_kernels_on(monkeypatch):
     # The defaults: every int8 kernel on (switches.py).
-    for var in ("JAXEMU_CUDA_INT8", "JAXEMU_CUDA_RESIDUES", "JAXEMU_CUDA_CRT64"):
+    for var in ("JAXEMU_CUDA_INT8", "JAXEMU_CUDA_RESIDUES", "JAXEMU_CUDA_CRT64", "JAXEMU_CUDA_GEMM_RESIDUES"):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -79,6 +80,31 @@ def test_int8_gemm_at_the_int32_bound():
         cuda_int8.int8_matmul(jnp.zeros((1, 2, k + 16), jnp.int8), jnp.zeros((1, 4, k + 16), jnp.int8))
 
 
+@pytest.mark.parametrize("nm,per,m,n,k", [(8, 1, 7, 16, 48), (8, 2, 129, 272, 1008), (20, 1, 100, 32, 4096),
+                                          (3, 1, 1000, 1040, 512), (2, 1, 5, 16, 17)])
+def test_int8_gemm_residue_epilogue_is_exact(nm, per, m, n, k, rng):
+    # The products reduced mod m_l in the GEMM's epilogue (uint8), entry l of
+    # the batch with modulus l // per: equal to the int64 products' residues,
+    # both tile configurations (wide tiles and stream-K).
+    moduli = [int(x) for x in _ozaki2.MODULI[:nm]]
+    a, bt = _int8(rng, (nm * per, m, k)), _int8(rng, (nm * per, n, k))
+    got = np.asarray(jax.jit(lambda a, b: cuda_int8.int8_matmul_residues(a, b, moduli))(a, bt))
+    ref = np.einsum("lmk,lnk->lmn", a.astype(np.int64), bt.astype(np.int64))
+    mods = np.repeat(np.asarray(moduli, np.int64), per)[:, None, None]
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, np.mod(ref, mods))
+
+
+def test_int8_gemm_residue_epilogue_at_the_int32_bound():
+    k = cuda_int8.MAX_EXACT_K - 15
+    a, bt = np.full((2, 2, k), -128, np.int8), np.full((2, 16, k), -128, np.int8)
+    got = np.asarray(jax.jit(lambda a, b: cuda_int8.int8_matmul_residues(a, b, [256, 255]))(a, bt))
+    np.testing.assert_array_equal(got[0], np.full((2, 16), (k * 2 ** 14) % 256))
+    np.testing.assert_array_equal(got[1], np.full((2, 16), (k * 2 ** 14) % 255))
+    with pytest.raises(ValueError, match="multiple of 16"):
+        cuda_int8.int8_matmul_residues(jnp.zeros((1, 2, 16), jnp.int8), jnp.zeros((1, 4, 16), jnp.int8), [256])
+
+
 def test_ozaki2_runs_on_the_int8_kernels(monkeypatch):
     assert cuda.supports(jaxemu.get_scheme("ozaki2_f32"))
     monkeypatch.setenv("JAXEMU_CUDA_INT8", "0")  # the switch back to the xla backend
@@ -89,11 +115,11 @@ def test_ozaki2_runs_on_the_int8_kernels(monkeypatch):
     # The product sits in both branches of FP32's special-value conditional
     # (xla.one_of): every computation that holds the GEMM runs the whole
     # path, two residue launches (the fixture's defaults), one GEMM, one CRT.
-    comps = [c for c in hlo.split("\n\n") if 'custom_call_target="jaxemu_int8_gemm"' in c]
+    comps = [c for c in hlo.split("\n\n") if 'custom_call_target="jaxemu_int8_gemm_residues"' in c]
     assert comps, hlo
     for comp in comps:
         assert comp.count('custom_call_target="jaxemu_ozaki2_residues"') == 2, comp
-        assert comp.count('custom_call_target="jaxemu_int8_gemm"') == 1, comp
+        assert comp.count('custom_call_target="jaxemu_int8_gemm_residues"') == 1, comp
         assert comp.count('custom_call_target="jaxemu_ozaki2_crt"') == 1, comp
 
 
@@ -147,19 +173,19 @@ def test_ozaki2_f32_agrees_with_the_xla_backend(m, k, n, rng):
 
 @pytest.mark.parametrize("dtype,scheme", [(np.float32, "ozaki2_f32"), (np.float64, "ozaki2_f64")])
 def test_ozaki2_in_column_blocks_is_bit_identical(dtype, scheme, monkeypatch, rng):
-    """Outputs whose int32 products would pass MAX_PRODUCT_BYTES run in
+    """Outputs whose residue products would pass MAX_PRODUCT_BYTES run in
     column blocks of C (each block's products, then its CRT): the same bits
-    as in one piece, here with blocks of 12 columns (and a padded last one)."""
+    as in one piece, here with blocks of 16 columns (and a padded last one)."""
     a = rng.standard_normal((2, 40, 70)).astype(dtype)
     b = rng.standard_normal((2, 70, 45)).astype(dtype)
     with jax.enable_x64(dtype == np.float64):
         program = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=scheme))
         whole, crts = np.asarray(program(a, b)), program.lower(a, b).as_text().count("jaxemu_ozaki2_crt")
         nm = jaxemu.get_scheme(scheme).moduli_for(70)
-        monkeypatch.setattr(cuda_int8, "MAX_PRODUCT_BYTES", 4 * nm * 2 * 40 * 12)
+        monkeypatch.setattr(cuda_int8, "MAX_PRODUCT_BYTES", nm * 2 * 40 * 16)  # one byte per residue
         jax.clear_caches()
         program = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=scheme))
-        assert program.lower(a, b).as_text().count("jaxemu_ozaki2_crt") == 4 * crts > 0  # 48 padded columns
+        assert program.lower(a, b).as_text().count("jaxemu_ozaki2_crt") == 3 * crts > 0  # 48 padded columns
         np.testing.assert_array_equal(np.asarray(program(a, b)), whole)
     assert whole.dtype == dtype and np.all(np.isfinite(whole))
 

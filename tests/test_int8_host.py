@@ -266,6 +266,7 @@ def cpu_kernels(monkeypatch):
     kernels' input contract; every kernel switched on (the default)."""
     monkeypatch.delenv("JAXEMU_CUDA_RESIDUES", raising=False)
     monkeypatch.delenv("JAXEMU_CUDA_CRT64", raising=False)
+    monkeypatch.delenv("JAXEMU_CUDA_GEMM_RESIDUES", raising=False)
     calls = []
 
     def int8_matmul(a, bt):
@@ -274,10 +275,20 @@ def cpu_kernels(monkeypatch):
         calls.append(("gemm", a.shape, bt.shape))
         return lax.dot_general(a, bt, (((2,), (2,)), ((0,), (0,))), preferred_element_type=jnp.int32)
 
+    def int8_matmul_residues(a, bt, moduli):  # the epilogue's contract: uint8 in [0, m_l), l = batch // (L / n)
+        assert a.dtype == bt.dtype == jnp.int8 and a.shape[2] == bt.shape[2] <= cuda_int8.MAX_EXACT_K
+        assert bt.shape[1] % cuda_int8.ALIGN_N_RESIDUES == 0 and a.shape[0] % len(moduli) == 0
+        calls.append(("gemm_residues", a.shape, bt.shape))
+        p = lax.dot_general(a, bt, (((2,), (2,)), ((0,), (0,))), preferred_element_type=jnp.int32)
+        mods = jnp.repeat(jnp.asarray(moduli, jnp.int32), a.shape[0] // len(moduli))[:, None, None]
+        return jnp.remainder(p, mods).astype(jnp.uint8)
+
     def crt(p, ea, eb, moduli, dtype=jnp.float32):
         nm, bsz, m, n = p.shape
         assert ea.shape == (bsz, m) and eb.shape == (bsz, n) and len(moduli) == nm <= cuda_int8.MAX_CRT_MODULI
+        assert p.dtype in (jnp.int32, jnp.uint8)
         calls.append(("crt", p.shape, np.dtype(dtype).name))
+        p = p.astype(jnp.int32)
         pr = jnp.remainder(p, jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1))
         vb = math.ceil(_ozaki2.moduli_bits(nm))  # generous: |C'| < M / 4
         return _ozaki2.reconstruct(pr, moduli, vb, ea[:, :, None], eb[:, None, :], dtype)
@@ -289,6 +300,7 @@ def cpu_kernels(monkeypatch):
 
     monkeypatch.setattr(cuda_int8, "operand_residues", operand_residues)
     monkeypatch.setattr(cuda_int8, "int8_matmul", int8_matmul)
+    monkeypatch.setattr(cuda_int8, "int8_matmul_residues", int8_matmul_residues)
     monkeypatch.setattr(cuda_int8, "crt", crt)
     return calls
 
@@ -302,9 +314,9 @@ def test_glue_gives_the_xla_backends_product(cpu_kernels, m, k, n, rng):
     ref = np.asarray(X.ozaki2_dot(jnp.asarray(a), jnp.asarray(b), s))
     np.testing.assert_array_equal(got, ref)
     nm = s.moduli_for(k)
-    kp, np4 = -(-k // 16) * 16, -(-n // 4) * 4
-    assert cpu_kernels == [("residues", (2, m, k), False, m), ("residues", (2, k, n), True, np4),
-                           ("gemm", (nm * 2, m, kp), (nm * 2, np4, kp)), ("crt", (nm, 2, m, np4), "float32")]
+    kp, np16 = -(-k // 16) * 16, -(-n // 16) * 16
+    assert cpu_kernels == [("residues", (2, m, k), False, m), ("residues", (2, k, n), True, np16),
+                           ("gemm_residues", (nm * 2, m, kp), (nm * 2, np16, kp)), ("crt", (nm, 2, m, np16), "float32")]
 
 
 def test_glue_with_the_kernels_switched_off(cpu_kernels, monkeypatch, rng):
@@ -313,6 +325,7 @@ def test_glue_with_the_kernels_switched_off(cpu_kernels, monkeypatch, rng):
     # reconstruction; the same products.
     monkeypatch.setenv("JAXEMU_CUDA_RESIDUES", "0")
     monkeypatch.setenv("JAXEMU_CUDA_CRT64", "0")
+    monkeypatch.setenv("JAXEMU_CUDA_GEMM_RESIDUES", "0")
     a = rng.standard_normal((2, 9, 70)).astype(np.float32)
     b = rng.standard_normal((2, 70, 6)).astype(np.float32)
     s = jaxemu.get_scheme("ozaki2_f32")
@@ -333,7 +346,7 @@ def test_glue_cuts_long_k_into_exact_pieces(cpu_kernels, monkeypatch, rng):
     s = jaxemu.get_scheme("ozaki2_f32")
     got = np.asarray(cuda_int8.ozaki2_finite(jnp.asarray(a), jnp.asarray(b), s))
     np.testing.assert_array_equal(got, np.asarray(X.ozaki2_dot(jnp.asarray(a), jnp.asarray(b), s)))
-    assert [c[0] for c in cpu_kernels] == ["residues"] * 2 + ["gemm"] * 4 + ["crt"]
+    assert [c[0] for c in cpu_kernels] == ["residues"] * 2 + ["gemm_residues"] * 4 + ["crt"]
 
 
 def test_glue_many_moduli_use_the_exact_reconstruction(cpu_kernels, rng):
@@ -342,7 +355,8 @@ def test_glue_many_moduli_use_the_exact_reconstruction(cpu_kernels, rng):
     s = jaxemu.get_scheme("ozaki2_f32").replace(moduli=cuda_int8.MAX_CRT_MODULI + 1)
     got = np.asarray(cuda_int8.ozaki2_finite(jnp.asarray(a), jnp.asarray(b), s))
     np.testing.assert_array_equal(got, np.asarray(X.ozaki2_dot(jnp.asarray(a), jnp.asarray(b), s)))
-    assert "crt" not in [c[0] for c in cpu_kernels]
+    kinds = [c[0] for c in cpu_kernels]
+    assert "crt" not in kinds and "gemm_residues" not in kinds and "gemm" in kinds  # 21 moduli: int32 products
 
 
 def test_glue_float64_takes_the_crt_kernel(cpu_kernels, rng):
@@ -356,7 +370,7 @@ def test_glue_float64_takes_the_crt_kernel(cpu_kernels, rng):
         with pytest.raises(TypeError, match="float32"):
             cuda_int8.ozaki2_finite(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32), s64)
     nm = s64.moduli_for(40)
-    assert cpu_kernels[-1] == ("crt", (nm, 1, 5, 8), "float64")
+    assert cpu_kernels[-1] == ("crt", (nm, 1, 5, 16), "float64")
 
 
 @pytest.mark.parametrize("k", [1, 15, 16, 17, 33, 100])

@@ -16,20 +16,20 @@
 namespace jaxemu {
 namespace int8 {
 
-// x mod m in [0, m) for any int32 x: x + 2^31 = (hi + 2^15) 2^16 + lo, both
-// parts nonnegative, and (hi + 2^15) (2^16 mod m) + lo < 2^16 * 256 = 2^24.
-__host__ __device__ __forceinline__ int mod_i32(int32_t x, const CrtProblem& p, int l) {
-  const uint32_t hi = uint32_t((x >> 16) + 32768), lo = uint32_t(x) & 0xFFFFu;
-  int r = mod_u24(hi * uint32_t(p.c16[l]) + lo, p.moduli[l], p.magic[l]) - p.c31[l];
-  return r < 0 ? r + p.moduli[l] : r;
+// Residue l of an output element in [0, m_l): a raw int32 product reduced
+// here (modular.cuh: mod_i32), or one the GEMM's epilogue reduced (uint8).
+__host__ __device__ __forceinline__ int residue_of(int32_t raw, const CrtProblem& p, int l) {
+  return mod_i32(raw, p.moduli[l], p.magic[l], p.c16[l], p.c31[l]);
 }
+__host__ __device__ __forceinline__ int residue_of(uint8_t r, const CrtProblem&, int) { return r; }
 
 // Digit l of the balanced mixed-radix (Garner) representation, from the raw
-// product of modulus l and the digits below it (v_l in (-m_l/2, m_l/2]).
-template <int kN>
-__host__ __device__ __forceinline__ int garner_digit(const CrtProblem& p, int l, int32_t raw, const int (&digit)[kN]) {
+// product (int32) or residue (uint8) of modulus l and the digits below it
+// (v_l in (-m_l/2, m_l/2]).
+template <int kN, class In>
+__host__ __device__ __forceinline__ int garner_digit(const CrtProblem& p, int l, In raw, const int (&digit)[kN]) {
   const int ml = p.moduli[l];
-  const int r = mod_i32(raw, p, l);
+  const int r = residue_of(raw, p, l);
   int s = 0;  // sum_{j<l} (W_j mod m_l) v_j: |s| < 20 * 256 * 128 < 2^20
 #pragma unroll
   for (int j = 0; j < kN; ++j)
@@ -46,8 +46,8 @@ __host__ __device__ __forceinline__ int garner_digit(const CrtProblem& p, int l,
 // before the first digit needs it (a load behind a run-time guard waits for
 // the arithmetic before it, one memory latency per modulus: the CRT had run
 // at a third of memory speed that way, 2.33 ms at 8192^2 x 8 moduli on an H100).
-template <int kN>
-__host__ __device__ __forceinline__ void crt_digits(const CrtProblem& p, int nmod, const int32_t (&raw)[kN],
+template <int kN, class In>
+__host__ __device__ __forceinline__ void crt_digits(const CrtProblem& p, int nmod, const In (&raw)[kN],
                                                     int (&digit)[kN]) {
 #pragma unroll
   for (int l = 0; l < kN; ++l) digit[l] = l < nmod ? garner_digit(p, l, raw[l], digit) : 0;
@@ -85,10 +85,17 @@ __host__ __device__ __forceinline__ float crt_value(const CrtProblem& p, int nmo
   return float(ldexp(value, scale));
 }
 
-// The digits of output element idx from its raw products, one element at a
-// time (crt_element, crt_element64).
+// The digits of output element idx from its raw products or residues (p.p
+// or p.r), one element at a time (crt_element, crt_element64).
 __host__ __device__ __forceinline__ void element_digits(const CrtProblem& p, int64_t idx, int64_t total,
                                                         int (&digit)[kMaxModuli]) {
+  if (p.r) {
+    uint8_t res[kMaxModuli];
+#pragma unroll
+    for (int l = 0; l < kMaxModuli; ++l) res[l] = l < p.nmod ? p.r[int64_t(l) * total + idx] : 0;
+    crt_digits(p, p.nmod, res, digit);
+    return;
+  }
   int32_t raw[kMaxModuli];
 #pragma unroll
   for (int l = 0; l < kMaxModuli; ++l) raw[l] = l < p.nmod ? p.p[int64_t(l) * total + idx] : 0;

@@ -1,7 +1,9 @@
 // The int8 x int8 -> int32 batched GEMM, assembled from CUTLASS 3's sm90
 // collectives (warp-specialized TMA + wgmma mainloop, TMA epilogue,
-// persistent or stream-K tile scheduler). Included by the instantiation files
-// ffi/int8/inst/*.cu, one per configuration, so that they compile in parallel.
+// persistent or stream-K tile scheduler), writing the int32 sums or, with
+// kResidues, their residues modulo each batch entry's modulus (uint8,
+// epilogue.cuh). Included by the instantiation files ffi/int8/inst/*.cu, one
+// per configuration, so that they compile in parallel.
 #pragma once
 
 #include <string>
@@ -18,29 +20,35 @@
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "cutlass/util/packed_stride.hpp"
 
+#include "epilogue.cuh"
 #include "params.h"
 
 namespace jaxemu {
 namespace int8 {
 
-template <class TileShape, class ClusterShape, class Scheduler>
+template <class TileShape, class ClusterShape, class Scheduler, bool kResidues = false>
 struct Int8Gemm {
   using Acc = int32_t;
+  using ElementD = std::conditional_t<kResidues, uint8_t, int32_t>;
   // A (m, k) row-major; B (n, k) row-major is CUTLASS's column-major (k, n):
   // both K-major. D (m, n) row-major. No C operand (beta = 0, nothing read).
   using LayoutA = cutlass::layout::RowMajor;
   using LayoutB = cutlass::layout::ColumnMajor;
   using LayoutD = cutlass::layout::RowMajor;
   static constexpr int kAlignAB = 16;  // elements per 16-byte TMA access
-  static constexpr int kAlignD = 4;
+  static constexpr int kAlignD = 16 / int(sizeof(ElementD));
 
-  // Epilogue: D = acc (alpha = 1, int32 throughout, no rounding anywhere).
+  // Epilogue: D = acc (alpha = 1, int32 throughout, no rounding anywhere), or
+  // D = acc mod m_l (exact: ResidueNode).
+  using Fusion = std::conditional_t<
+      kResidues,
+      cutlass::epilogue::fusion::Sm90EVT<ResidueNode, cutlass::epilogue::fusion::Sm90AccFetch>,
+      cutlass::epilogue::fusion::LinearCombination<int32_t, Acc, void, Acc>>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, Acc, Acc,
-      void, LayoutD, kAlignD, int32_t, LayoutD, kAlignD,
-      cutlass::epilogue::TmaWarpSpecializedCooperative,
-      cutlass::epilogue::fusion::LinearCombination<int32_t, Acc, void, Acc>>::CollectiveOp;
+      void, LayoutD, kAlignD, ElementD, LayoutD, kAlignD,
+      cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
 
   // Mainloop: as many pipeline stages as shared memory holds beside the epilogue's.
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
@@ -60,13 +68,23 @@ struct Int8Gemm {
     cutlass::KernelHardwareInfo hw;
     cudaGetDevice(&hw.device_id);
     hw.sm_count = sm_count;
+    ElementD* d;
+    if constexpr (kResidues) d = p.r;
+    else d = p.c;
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                   {m, n, k, l},
                                   {p.a, sa, p.b, sb},
-                                  {{}, nullptr, sd, p.c, sd},
+                                  {{}, nullptr, sd, d, sd},
                                   hw};
-    args.epilogue.thread.alpha = 1;
-    args.epilogue.thread.beta = 0;
+    if constexpr (kResidues) {
+      typename ResidueNode::Arguments node;
+      for (int i = 0; i < p.nmod && i < kMaxModuli; ++i) node.moduli[i] = p.moduli[i];
+      node.per_modulus = int(p.per_modulus);
+      args.epilogue.thread = {{}, node};  // (the accumulator fetch's arguments, the node's)
+    } else {
+      args.epilogue.thread.alpha = 1;
+      args.epilogue.thread.beta = 0;
+    }
     return args;
   }
 
@@ -94,6 +112,10 @@ using WideGemm = Int8Gemm<cute::Shape<cute::_128, cute::_256, cute::_128>, cute:
                           cutlass::gemm::PersistentScheduler>;
 using StreamKGemm = Int8Gemm<cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_1, cute::_1>,
                              cutlass::gemm::StreamKScheduler>;
+using WideResidueGemm = Int8Gemm<cute::Shape<cute::_128, cute::_256, cute::_128>,
+                                 cute::Shape<cute::_2, cute::_1, cute::_1>, cutlass::gemm::PersistentScheduler, true>;
+using StreamKResidueGemm = Int8Gemm<cute::Shape<cute::_128, cute::_128, cute::_128>,
+                                    cute::Shape<cute::_1, cute::_1, cute::_1>, cutlass::gemm::StreamKScheduler, true>;
 
 }  // namespace int8
 }  // namespace jaxemu

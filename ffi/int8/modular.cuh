@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "params.h"
+
 namespace jaxemu {
 namespace int8 {
 
@@ -37,6 +39,19 @@ __host__ __device__ __forceinline__ int mod_u24_direct(uint32_t x, int m, uint32
 #else
   return int((uint64_t(frac) * uint32_t(m)) >> 32);
 #endif
+}
+
+// x mod m in [0, m) for any int32 x: x + 2^31 = (hi + 2^15) 2^16 + lo, both
+// parts nonnegative, and (hi + 2^15) (2^16 mod m) + lo < 2^16 * 256 = 2^24;
+// c16 = 2^16 mod m and c31 = 2^31 mod m take the offset back out.
+__host__ __device__ __forceinline__ int mod_i32(int32_t x, int m, uint32_t magic, int c16, int c31) {
+  const uint32_t hi = uint32_t((x >> 16) + 32768), lo = uint32_t(x) & 0xFFFFu;
+  const int r = mod_u24(hi * uint32_t(c16) + lo, m, magic) - c31;
+  return r < 0 ? r + m : r;
+}
+
+__host__ __device__ __forceinline__ int mod_i32(int32_t x, const Modulus& q) {
+  return mod_i32(x, q.m, q.magic, q.c16, q.c31);
 }
 
 }  // namespace int8

@@ -24,17 +24,37 @@ namespace int8 {
 // comes transposed: "TN"), C (batch, m, n) int32 with n contiguous.
 // |a|, |b| <= 128, so each term is at most 2^14 in magnitude and the int32
 // accumulator is exact for k <= kMaxExactK terms (k 2^14 < 2^31).
+//
+// Or, for Ozaki II, only what its reconstruction reads: with r instead of c,
+// r[l] = (A[l] B[l]^T) mod m (in [0, m), uint8) for the modulus m =
+// moduli[l / per_modulus] (l = modulus * batch + b), reduced in the GEMM's
+// epilogue from the exact int32 sums: a quarter of the bytes written, and a
+// quarter of what the CRT kernel reads (ffi/int8/epilogue.cuh).
+constexpr int kMaxModuli = 20;
+// x mod m without a division (modular.cuh: mod_i32): magic = floor(2^32 / m)
+// + 1, c16 = 2^16 mod m, c31 = 2^31 mod m.
+struct Modulus {
+  int m = 0;
+  uint32_t magic = 0;
+  int c16 = 0, c31 = 0;
+};
 struct GemmProblem {
   const int8_t* a = nullptr;
   const int8_t* b = nullptr;
   int32_t* c = nullptr;
+  uint8_t* r = nullptr;
   int64_t batch = 0, m = 0, n = 0, k = 0;
+  int64_t per_modulus = 0;  // r only: batch entries per modulus
+  int nmod = 0;             // r only: > 0
+  Modulus moduli[kMaxModuli] = {};
+  bool residues() const { return nmod > 0; }  // the output is r
 };
 constexpr int64_t kMaxExactK = (int64_t(1) << 17) - 1;
-// TMA needs 16-byte row strides: k a multiple of 16 (int8), n of 4 (int32);
-// the caller zero-pads.
+// TMA needs 16-byte row strides: k a multiple of 16 (int8), n of 4 (int32 c)
+// or 16 (uint8 r); the caller zero-pads.
 constexpr int64_t kAlignK = 16;
 constexpr int64_t kAlignN = 4;
+constexpr int64_t kAlignNResidues = 16;
 
 // Kernel configurations (ffi/int8/inst/): a wide tile with 2x1 clusters for
 // outputs that fill the GPU, a 128 x 128 stream-K one for small outputs with
@@ -42,17 +62,18 @@ constexpr int64_t kAlignN = 4;
 enum class GemmConfig { kWide, kStreamK };
 
 // The CRT of one Ozaki II product: p (nmod, batch, m, n) int32 raw residue
-// products (any int32: reduced mod m_l here), row_exp (batch, m) and col_exp
+// products (any int32: reduced mod m_l here), or r (nmod, batch, m, n) uint8
+// the products already reduced (GemmProblem::r), row_exp (batch, m) and col_exp
 // (batch, n) the power-of-two scalings of A's rows and B's columns;
 // c (batch, m, n) float32 = sum_l v_l W_l * 2^-(row_exp + col_exp) with the
 // balanced Garner digits v_l (W_l = m_0 ... m_{l-1}), summed in double
 // (relative error ~nmod 2^-53, far below FP32's rounding) and rounded once to
 // float32 (overflow gives Inf, which the caller replaces by FP32's value).
-constexpr int kMaxModuli = 20;
 // With c64 instead of c, C is float64 (ozaki2_f64): C' summed exactly
 // (192-bit integers) and rounded once, subnormals included.
 struct CrtProblem {
   const int32_t* p = nullptr;
+  const uint8_t* r = nullptr;
   const int32_t* row_exp = nullptr;
   const int32_t* col_exp = nullptr;
   float* c = nullptr;

@@ -46,6 +46,22 @@ inline std::string setup_crt(const std::vector<int64_t>& moduli, CrtProblem* p) 
   return "";
 }
 
+// The residue epilogue's moduli of a GemmProblem (batch = moduli x
+// per_modulus); "" or why not.
+inline std::string setup_gemm_residues(const std::vector<int64_t>& moduli, GemmProblem* p) {
+  const int n = int(moduli.size());
+  if (n < 1 || n > kMaxModuli) return "between 1 and " + std::to_string(kMaxModuli) + " moduli";
+  if (p->batch % n) return "the batch is not a multiple of the number of moduli";
+  p->nmod = n;
+  p->per_modulus = p->batch / n;
+  for (int l = 0; l < n; ++l) {
+    const int64_t ml = moduli[l];
+    if (ml < 2 || ml > 256) return "moduli must lie in 2..256";
+    p->moduli[l] = Modulus{int(ml), mod_magic(ml), int((int64_t(1) << 16) % ml), int((int64_t(1) << 31) % ml)};
+  }
+  return "";
+}
+
 // The tables of a ResidueProblem from its moduli (2..256, at most
 // kMaxResidueModuli; coprimality is the CRT's concern); "" or why not.
 inline std::string setup_residues(const std::vector<int64_t>& moduli, ResidueProblem* p) {

@@ -8,8 +8,9 @@ B's transposed (K contiguous: int8 wgmma reads only K-major operands), both
 zero-padded to the GEMM's alignment (JAXEMU_CUDA_RESIDUES=0, switches.py:
 XLA's fusions write the same bytes); one FFI call (ffi/int8/: CUTLASS sm90 warp-specialized int8
 GEMM) computes the residue products of every modulus and batch entry, exact
-in int32; one more FFI call (the CRT kernel) reduces them, forms the
-mixed-radix digits and writes C once, from the digits' double sum rounded
+in int32 and reduced modulo their modulus in its epilogue (one byte each);
+one more FFI call (the CRT kernel) forms the mixed-radix digits from these
+residues and writes C once, from the digits' double sum rounded
 once for float32; for float64 (ozaki2_f64) from the exact integer in 192-bit
 arithmetic, rounded once (JAXEMU_CUDA_CRT64=0, and beyond MAX_CRT_MODULI
 moduli: the xla backend's exact limb arithmetic).
@@ -33,14 +34,16 @@ from . import switches
 from . import xla as xla_backend
 
 # ffi/int8/params.h: exactness bound on K, TMA alignment of K (int8) and N
-# (int32 rows), moduli the CRT kernel holds in registers.
+# (int32 rows; uint8 rows of residues), moduli the CRT kernel and the GEMM's
+# residue epilogue hold.
 MAX_EXACT_K = (1 << 17) - 1
 ALIGN_K = 16
 ALIGN_N = 4
+ALIGN_N_RESIDUES = 16
 MAX_CRT_MODULI = 20
 # K is cut into pieces of at most this many (a multiple of ALIGN_K below MAX_EXACT_K).
 K_PIECE = 1 << 16
-# At most this many bytes of int32 residue products at a time: a larger C is
+# At most this many bytes of residue products at a time: a larger C is
 # computed in column blocks (the kNN distances, 8192 x 262144 with 8 moduli,
 # had asked for 72 GiB on an 80 GB H100).
 MAX_PRODUCT_BYTES = 8 << 30
@@ -62,36 +65,68 @@ def int8_matmul(a, bt):
     return c
 
 
-def workspace_bytes(lb: int, m: int, n: int, k: int) -> int:
+def int8_matmul_residues(a, bt, moduli):
+    """The products of int8 a (L, M, K) and bt (L, N, K) (B transposed)
+    reduced modulo m_l = moduli[l // (L / n)] in the GEMM's epilogue:
+    uint8 (L, M, N) in [0, m_l), one GEMM launch (K <= MAX_EXACT_K, zero-padded
+    to a multiple of 16; N a multiple of 16)."""
+    lb, m, k = a.shape
+    n = bt.shape[1]
+    if k > MAX_EXACT_K:
+        raise ValueError(f"int8_matmul_residues: K = {k} > {MAX_EXACT_K}: int32 sums could overflow (cut K first)")
+    if n % ALIGN_N_RESIDUES or lb % len(moduli) or len(moduli) > MAX_CRT_MODULI:
+        raise ValueError(f"int8_matmul_residues: N = {n} must be a multiple of {ALIGN_N_RESIDUES}, L = {lb} of the "
+                         f"number of moduli ({len(moduli)} <= {MAX_CRT_MODULI})")
+    a, bt = pad_axis(a, 2, ALIGN_K), pad_axis(bt, 2, ALIGN_K)
+    ws = jax.ShapeDtypeStruct((workspace_bytes(lb, m, n, a.shape[2], len(moduli)),), jnp.uint8)
+    r, _ = jax.ffi.ffi_call("jaxemu_int8_gemm_residues", (jax.ShapeDtypeStruct((lb, m, n), jnp.uint8), ws))(
+        a, bt, moduli=np.asarray(moduli, np.int64))
+    return r
+
+
+def workspace_bytes(lb: int, m: int, n: int, k: int, nmod: int = 0) -> int:
     """Device workspace of the int8 GEMM (L, M, K) x (L, N, K) (stream-K
-    partials; a second FFI result): the most any local GPU's launch needs,
-    since the configuration depends on the multiprocessor count."""
+    partials; a second FFI result), with the residue epilogue of ``nmod``
+    moduli if nmod > 0: the most any local GPU's launch needs, since the
+    configuration depends on the multiprocessor count."""
     ext = importlib.import_module("jaxemu._jaxemu_cuda")  # present: its kernels are being traced
-    return max(ext.int8_workspace_bytes(lb, m, n, k, d.id) for d in jax.local_devices(backend="cuda"))
+    return max(ext.int8_workspace_bytes(lb, m, n, k, d.id, nmod) for d in jax.local_devices(backend="cuda"))
 
 
 def residue_products(ra, rbt, moduli):
-    """Int32 (n, B, M, N) congruent to the products of the int8 residues
-    ra (n, B, M, K) and rbt (n, B, N, K) modulo each m_l: the raw products for
-    K <= K_PIECE, else the sum of each K-piece's product reduced mod m_l (at
-    most 255 per piece). One GEMM launch per K-piece, every modulus in it."""
+    """Values congruent to the products of the int8 residues ra (n, B, M, K)
+    and rbt (n, B, N, K) modulo each m_l, (n, B, M, N): their residues in
+    [0, m_l) as uint8, reduced in the GEMM's epilogue (N a multiple of 16, at
+    most MAX_CRT_MODULI moduli; switches.py: JAXEMU_CUDA_GEMM_RESIDUES), else
+    int32: the raw products (the CRT kernel reduces any int32). One GEMM
+    launch per K-piece of at most K_PIECE, every modulus in it; the pieces'
+    residues are summed (< 2^8 each) and reduced once more."""
     nm, bsz, m, k = ra.shape
     n = rbt.shape[2]
     ra, rbt = ra.reshape(nm * bsz, m, k), rbt.reshape(nm * bsz, n, k)
-    if k <= K_PIECE:
-        return int8_matmul(ra, rbt).reshape(nm, bsz, m, n)
     mods = jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1)
+    in_epilogue = switches.enabled("gemm_residues") and nm <= MAX_CRT_MODULI and n % ALIGN_N_RESIDUES == 0
+
+    def piece(lo):
+        a, b = ra[:, :, lo:lo + K_PIECE], rbt[:, :, lo:lo + K_PIECE]
+        if in_epilogue:
+            return int8_matmul_residues(a, b, moduli).reshape(nm, bsz, m, n)
+        return int8_matmul(a, b).reshape(nm, bsz, m, n)
+
+    if k <= K_PIECE:
+        return piece(0)
     total = None
     for lo in range(0, k, K_PIECE):
-        p = int8_matmul(ra[:, :, lo:lo + K_PIECE], rbt[:, :, lo:lo + K_PIECE]).reshape(nm, bsz, m, n)
-        p = jnp.remainder(p, mods)
+        p = piece(lo).astype(jnp.int32)
+        p = p if in_epilogue else jnp.remainder(p, mods)
         total = p if total is None else total + p  # < 2^8 per piece: no overflow below 2^23 pieces
-    return total
+    return jnp.remainder(total, mods).astype(jnp.uint8) if in_epilogue else total
 
 
 def crt(p, ea, eb, moduli, dtype=jnp.float32):
     """The CRT kernel: C (B, M, N) of ``dtype`` from raw products p
-    (n, B, M, N) and the exponents ea (B, M), eb (B, N). float32: the digits'
+    (n, B, M, N) int32, or their residues (uint8), and the exponents
+    ea (B, M), eb (B, N). float32: the digits'
     double sum rounded once; float64: the exact integer (192-bit) rounded
     once (ffi/int8/crt.cuh)."""
     _, bsz, m, n = p.shape
@@ -132,14 +167,14 @@ def residues(a, b, s: Ozaki2, amax=None):
     """The xla backend's integers and moduli for a (B, M, K), b (B, K, N), as
     the kernels take them: (moduli, ra (n, B, M, Kp), rbt (n, B, Np, Kp) int8
     with B transposed, K zero-padded to a multiple of 16 and N to whole
-    16-byte rows of int32 C (zero columns), ea (B, M, 1), eb (B, 1, N),
+    16-byte rows of uint8 residues (zero columns), ea (B, M, 1), eb (B, 1, N),
     value_bits). ``amax``: as _ozaki2.exponents."""
     moduli, ea, eb, value_bits = _ozaki2.exponents(a, b, s.moduli_for(a.shape[2]), s.MAX_BITS[s.dtype], s.scaling,
                                                    amax)
     # The residue kernel, or XLA's fusions (the same bytes): switches.py.
     res = operand_residues if switches.enabled("residues") else operand_residues_xla
     ra = res(a, ea[:, :, 0], moduli, False, a.shape[1])
-    rbt = res(b, eb[:, 0, :], moduli, True, -(-b.shape[2] // ALIGN_N) * ALIGN_N)
+    rbt = res(b, eb[:, 0, :], moduli, True, -(-b.shape[2] // ALIGN_N_RESIDUES) * ALIGN_N_RESIDUES)
     return moduli, ra, rbt, ea, eb, value_bits
 
 
@@ -154,18 +189,18 @@ def ozaki2_finite(a, b, s: Ozaki2, amax=None):
     nm = len(moduli)
     # float64 through the CRT kernel unless switched off (switches.py).
     if nm <= MAX_CRT_MODULI and (s.dtype == "float32" or switches.enabled("crt64")):
-        eb = pad_axis(eb[:, 0, :], 1, ALIGN_N)
+        eb = pad_axis(eb[:, 0, :], 1, ALIGN_N_RESIDUES)
         bsz, m, npad = ra.shape[1], ra.shape[2], rbt.shape[2]
-        block = max(ALIGN_N, MAX_PRODUCT_BYTES // (4 * nm * bsz * m) // ALIGN_N * ALIGN_N)
+        align = ALIGN_N_RESIDUES
+        block = max(align, MAX_PRODUCT_BYTES // (nm * bsz * m) // align * align)
         # Column blocks of C, each its products then its CRT (the products of
         # one block are dead before the next block's are written).
         c = jnp.concatenate([crt(residue_products(ra, rbt[:, :, lo:lo + block], moduli), ea[:, :, 0],
                                  eb[:, lo:lo + block], moduli, a.dtype)
                              for lo in range(0, npad, block)], axis=2)
         return c[:, :, :n]
-    p = residue_products(ra, rbt, moduli)  # (n, B, M, Np)
-    mods = jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1)
-    pr = jnp.remainder(p[..., :n], mods)
+    p = residue_products(ra, rbt, moduli)[..., :n].astype(jnp.int32)  # (n, B, M, N)
+    pr = jnp.remainder(p, jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1))
     return _ozaki2.reconstruct(pr, moduli, value_bits, ea, eb, a.dtype)
 
 

@@ -3,11 +3,14 @@
 //   crt_check [--f64] IN OUT
 // IN: int64 header [nmod, batch, m, n, moduli...], then int32 products
 // (nmod, batch, m, n), row exponents (batch, m), column exponents (batch, n);
-// OUT: float32 (batch, m, n), or float64 with --f64 (crt_element64). Exit
-// status 2 with a message on bad input.
+// OUT: float32 (batch, m, n), or float64 with --f64 (crt_element64). Each
+// element is also reconstructed from its residues (uint8, as the GEMM's
+// residue epilogue writes them: CrtProblem::r), which must give the same
+// bits (exit status 1 otherwise). Exit status 2 with a message on bad input.
 //   crt_check --selftest
 // checks the division-free reductions (crt.cuh: mod_u24 and mod_u24_direct for every x < 2^24
-// and every modulus 2..256; mod_i32 at the int32 extremes, around multiples
+// and every modulus 2..256; mod_i32 with the CRT's tables and with the GEMM
+// epilogue's (setup_gemm_residues) at the int32 extremes, around multiples
 // of m and on a million pseudo-random values); exit status 1 on a mismatch.
 #include <cstdint>
 #include <cstdio>
@@ -23,6 +26,9 @@ int selftest() {
   for (int m = 2; m <= 256; ++m) {
     CrtProblem p;
     if (!setup_crt({m}, &p).empty()) return 2;
+    GemmProblem g;
+    g.batch = 1;
+    if (!setup_gemm_residues({m}, &g).empty()) return 2;
     for (uint32_t x = 0; x < (1u << 24); ++x)
       if (mod_u24(x, m, p.magic[0]) != int(x % uint32_t(m)) || mod_u24_direct(x, m, p.magic[0]) != int(x % uint32_t(m))) {
         std::fprintf(stderr, "mod_u24 or mod_u24_direct(%u, %d) wrong\n", x, m);
@@ -35,7 +41,7 @@ int selftest() {
     for (int64_t x : xs) {
       if (x < INT32_MIN || x > INT32_MAX) continue;
       const int want = int(((x % m) + m) % m);
-      if (mod_i32(int32_t(x), p, 0) != want) {
+      if (residue_of(int32_t(x), p, 0) != want || mod_i32(int32_t(x), g.moduli[0]) != want) {
         std::fprintf(stderr, "mod_i32(%lld, %d) wrong\n", (long long)x, m);
         return 1;
       }
@@ -80,6 +86,26 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < total; ++i) {
     if (f64) c64[i] = crt_element64(p, i, total);
     else c[i] = crt_element(p, i, total);
+  }
+  // The same elements from the residues.
+  std::vector<uint8_t> res(prod.size());
+  for (int64_t l = 0; l < nmod; ++l)
+    for (int64_t i = 0; i < total; ++i) res[l * total + i] = uint8_t(residue_of(prod[l * total + i], p, int(l)));
+  p.p = nullptr;
+  p.r = res.data();
+  for (int64_t i = 0; i < total; ++i) {
+    bool same;
+    if (f64) {
+      const double d = crt_element64(p, i, total);
+      same = std::memcmp(&c64[i], &d, 8) == 0;
+    } else {
+      const float f = crt_element(p, i, total);
+      same = std::memcmp(&c[i], &f, 4) == 0;
+    }
+    if (!same) {
+      std::fprintf(stderr, "element %lld: the residues give other bits than the products\n", (long long)i);
+      return 1;
+    }
   }
   std::FILE* out = std::fopen(argv[2], "wb");
   const size_t wrote = f64 ? std::fwrite(c64.data(), 8, c64.size(), out) : std::fwrite(c.data(), 4, c.size(), out);

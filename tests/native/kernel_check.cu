@@ -5,12 +5,14 @@
 // checks the result against a host reference:
 //   fused: C = sum_t 2^e_t A_{a_t} B_{b_t}^T (* 2^-(row + col)), in double,
 //          within 2^-20 of sum_t 2^e_t |A_{a_t}| |B_{b_t}|^T; Inf where it is.
-//   int8:  the int8 GEMM bit for bit against int64 sums, both configurations.
+//   int8:  the int8 GEMM bit for bit against int64 sums (or their residues
+//          mod m_l, the Ozaki II epilogue), both configurations.
 //   residues: the Ozaki II residue kernels (both layouts, float32 and
 //          float64) byte for byte against their per-thread code on the host.
 //   split: the fused path's split kernels (both layouts, every slice type)
 //          byte for byte against their per-thread code on the host.
-//   crt:   the Ozaki II reconstruction kernel against the same code on the host.
+//   crt:   the Ozaki II reconstruction kernel (from int32 products or uint8
+//          residues) against the same code on the host.
 // Built by CMake with -DJAXEMU_KERNEL_CHECK=ON (scripts/sanitize_kernels.sh
 // runs it under the sanitizer's tools); prints one line per case.
 //
@@ -335,7 +337,23 @@ struct Int8Case {
   int64_t batch, m, n, k;
   int config;  // 0 wide, 1 stream-K
   bool extreme;  // every entry -128: the int32 bound
+  int nmod = 0;  // > 0: the residue epilogue (uint8 sums mod m_l), batch = nmod x per modulus
 };
+
+// The first n moduli of jaxemu/_ozaki2.py: greedy pairwise coprime from 256 down.
+std::vector<int64_t> first_moduli(int n) {
+  std::vector<int64_t> moduli;
+  for (int64_t m = 256; int(moduli.size()) < n; --m) {
+    bool ok = true;
+    for (int64_t x : moduli) {
+      int64_t a = m, b = x;
+      while (b) { int64_t t = a % b; a = b; b = t; }
+      ok = ok && a == 1;
+    }
+    if (ok) moduli.push_back(m);
+  }
+  return moduli;
+}
 
 std::vector<Int8Case> int8_cases() {
   std::vector<Int8Case> out;
@@ -348,13 +366,23 @@ std::vector<Int8Case> int8_cases() {
   out.push_back({1, 2, 4, int8::kMaxExactK - 15, 0, true});
   out.push_back({1, 2, 4, int8::kMaxExactK - 15, 1, true});
   out.push_back({9, 256, 256, 512, 0, false});  // ozaki2-like: moduli batched
+  // The residue epilogue: N a multiple of 16, both configurations, every
+  // entry -128 (sums of 2^31 - 2^18), 20 moduli, two batch entries per modulus.
+  for (int cfg = 0; cfg < 2; ++cfg) {
+    out.push_back({8, 7, 16, 48, cfg, false, 8});
+    out.push_back({16, 129, 272, 1008, cfg, false, 8});
+    out.push_back({20, 100, 32, 4096, cfg, false, 20});
+    out.push_back({2, 2, 16, int8::kMaxExactK - 15, cfg, true, 2});
+  }
+  out.push_back({8, 1000, 1040, 128, 0, false, 8});
   return out;
 }
 
 std::string label(const Int8Case& c) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "int8 %lldx%lldx%lldx%lld %s%s", (long long)c.batch, (long long)c.m,
-                (long long)c.k, (long long)c.n, c.config ? "stream-K" : "wide", c.extreme ? " all -128" : "");
+  std::snprintf(buf, sizeof buf, "int8 %lldx%lldx%lldx%lld %s%s%s", (long long)c.batch, (long long)c.m,
+                (long long)c.k, (long long)c.n, c.config ? "stream-K" : "wide", c.extreme ? " all -128" : "",
+                c.nmod ? (" residues mod " + std::to_string(c.nmod) + " moduli").c_str() : "");
   return buf;
 }
 
@@ -363,41 +391,68 @@ bool run_int8(const Int8Case& c, std::mt19937_64& rng, std::string* detail) {
   std::vector<int8_t> a(size_t(c.batch * c.m * c.k)), b(size_t(c.batch * c.n * c.k));
   for (auto& x : a) x = c.extreme ? -128 : int8_t(u(rng));
   for (auto& x : b) x = c.extreme ? -128 : int8_t(u(rng));
-  Device da(a.size()), db(b.size()), dc(size_t(c.batch * c.m * c.n) * 4);
+  const size_t total = size_t(c.batch * c.m * c.n), out_bytes = total * (c.nmod ? 1 : 4);
+  Device da(a.size()), db(b.size()), dc(out_bytes);
   upload(da, a);
   upload(db, b);
-  // Poison C: 0x80808080 = -2139062144 is no product of these cases (random
-  // |values| make it unreachable, the extreme ones are positive), so an
-  // entry the kernel does not write fails the check (initcheck misses TMA stores).
-  CHECK_CUDA(cudaMemset(dc.ptr, 0x80, size_t(c.batch * c.m * c.n) * 4));
   int8::GemmProblem p;
   p.a = static_cast<int8_t*>(da.ptr);
   p.b = static_cast<int8_t*>(db.ptr);
-  p.c = static_cast<int32_t*>(dc.ptr);
   p.batch = c.batch;
   p.m = c.m;
   p.n = c.n;
   p.k = c.k;
+  std::vector<int64_t> moduli;
+  if (c.nmod) {
+    moduli = first_moduli(c.nmod);
+    p.r = static_cast<uint8_t*>(dc.ptr);
+    std::string why = int8::setup_gemm_residues(moduli, &p);
+    if (!why.empty()) {
+      *detail = why;
+      return false;
+    }
+  } else {
+    p.c = static_cast<int32_t*>(dc.ptr);
+  }
   const auto cfg = c.config ? int8::GemmConfig::kStreamK : int8::GemmConfig::kWide;
   const int sms = int8::sm_count();
   const size_t ws_bytes = int8::workspace_size(cfg, p, sms);
   Device ws(ws_bytes);
-  std::string why = int8::run(cfg, p, sms, ws_bytes ? ws.ptr : nullptr, nullptr);
-  if (!why.empty()) {
-    *detail = "run: " + why;
-    return false;
-  }
-  CHECK_CUDA(cudaDeviceSynchronize());
-  const auto got = download<int32_t>(dc, size_t(c.batch * c.m * c.n));
-  int64_t wrong = 0;
+  std::vector<int64_t> ref(total);
   for (int64_t l = 0; l < c.batch; ++l)
     for (int64_t i = 0; i < c.m; ++i)
       for (int64_t j = 0; j < c.n; ++j) {
-        int64_t ref = 0;
+        int64_t sum = 0;
         for (int64_t k = 0; k < c.k; ++k)
-          ref += int64_t(a[size_t((l * c.m + i) * c.k + k)]) * b[size_t((l * c.n + j) * c.k + k)];
-        wrong += got[size_t((l * c.m + i) * c.n + j)] != ref;
+          sum += int64_t(a[size_t((l * c.m + i) * c.k + k)]) * b[size_t((l * c.n + j) * c.k + k)];
+        if (c.nmod) {
+          const int64_t m = moduli[size_t(l / (c.batch / c.nmod))];
+          sum = ((sum % m) + m) % m;
+        }
+        ref[size_t((l * c.m + i) * c.n + j)] = sum;
       }
+  // Poison C: 0x80808080 = -2139062144 is no product of these cases (random
+  // |values| make it unreachable, the extreme ones are positive), so an
+  // entry the kernel does not write fails the check (initcheck misses TMA
+  // stores). Residues: two runs, poisoned with 0x00 and 0xFF (255 is a
+  // residue mod 256, 0 of every modulus: no one byte is no residue).
+  int64_t wrong = 0;
+  for (int run = 0; run < (c.nmod ? 2 : 1); ++run) {
+    CHECK_CUDA(cudaMemset(dc.ptr, c.nmod ? (run ? 0xFF : 0x00) : 0x80, out_bytes));
+    std::string why = int8::run(cfg, p, sms, ws_bytes ? ws.ptr : nullptr, nullptr);
+    if (!why.empty()) {
+      *detail = "run: " + why;
+      return false;
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    if (c.nmod) {
+      const auto got = download<uint8_t>(dc, total);
+      for (size_t i = 0; i < total; ++i) wrong += int64_t(got[i]) != ref[i];
+    } else {
+      const auto got = download<int32_t>(dc, total);
+      for (size_t i = 0; i < total; ++i) wrong += int64_t(got[i]) != ref[i];
+    }
+  }
   *detail = std::to_string(wrong) + " entries differ from the int64 reference; workspace " +
             std::to_string(ws_bytes) + " B";
   return wrong == 0;
@@ -654,6 +709,7 @@ struct CrtCase {
   int64_t batch, m, n;
   int nmod;
   bool f64 = false;  // float64 C (crt_element64)
+  bool residues = false;  // the products reduced on the host first: uint8 input (CrtProblem::r)
 };
 
 std::vector<CrtCase> crt_cases() {
@@ -662,28 +718,22 @@ std::vector<CrtCase> crt_cases() {
   return {{1, 1, 1, 2},         {2, 7, 5, 8},          {1, 129, 131, 9},       {3, 33, 1000, 12},
           {1, 1000, 17, 20},    {1, 1, 4, 1},          {2, 64, 96, 8},         {1, 5, 8, 13},
           {1, 100, 64, 20},     {1, 1, 1, 16, true},   {2, 129, 131, 18, true}, {1, 1000, 17, 20, true},
-          {2, 16, 12, 8, true}, {1, 31, 1000, 16, true}, {1, 9, 4, 20, true}};
+          {2, 16, 12, 8, true}, {1, 31, 1000, 16, true}, {1, 9, 4, 20, true},
+          // from residues (the GEMM's residue epilogue), against the host's reconstruction from the products
+          {1, 1, 1, 2, false, true},   {2, 7, 5, 8, false, true},    {3, 33, 1008, 8, false, true},
+          {1, 100, 64, 20, false, true}, {1, 129, 131, 16, true, true}, {2, 16, 48, 16, true, true},
+          {1, 9, 16, 20, true, true}};
 }
 
 std::string label(const CrtCase& c) {
   char buf[120];
-  std::snprintf(buf, sizeof buf, "crt %lldx%lldx%lld moduli=%d%s", (long long)c.batch, (long long)c.m,
-                (long long)c.n, c.nmod, c.f64 ? " float64" : "");
+  std::snprintf(buf, sizeof buf, "crt %lldx%lldx%lld moduli=%d%s%s", (long long)c.batch, (long long)c.m,
+                (long long)c.n, c.nmod, c.f64 ? " float64" : "", c.residues ? " from residues" : "");
   return buf;
 }
 
 bool run_crt(const CrtCase& c, std::mt19937_64& rng, std::string* detail) {
-  // The first moduli of jaxemu/_ozaki2.py: greedy pairwise coprime from 256 down.
-  std::vector<int64_t> moduli;
-  for (int64_t m = 256; int(moduli.size()) < c.nmod; --m) {
-    bool ok = true;
-    for (int64_t x : moduli) {
-      int64_t a = m, b = x;
-      while (b) { int64_t t = a % b; a = b; b = t; }
-      ok = ok && a == 1;
-    }
-    if (ok) moduli.push_back(m);
-  }
+  const std::vector<int64_t> moduli = first_moduli(c.nmod);
   const int64_t total = c.batch * c.m * c.n;
   std::uniform_int_distribution<int32_t> up(INT32_MIN, INT32_MAX);
   std::uniform_int_distribution<int> ue(c.f64 ? -600 : -60, c.f64 ? 600 : 60);
@@ -691,8 +741,15 @@ bool run_crt(const CrtCase& c, std::mt19937_64& rng, std::string* detail) {
   for (auto& x : prod) x = up(rng);
   for (auto& x : row) x = ue(rng);
   for (auto& x : col) x = ue(rng);
-  Device dp(prod.size() * 4), dr(row.size() * 4), dl(col.size() * 4), dc(size_t(total) * (c.f64 ? 8 : 4));
-  upload(dp, prod);
+  std::vector<uint8_t> res(c.residues ? prod.size() : 0);
+  for (size_t i = 0; i < res.size(); ++i) {
+    const int64_t m = moduli[i / size_t(total)];
+    res[i] = uint8_t(((int64_t(prod[i]) % m) + m) % m);
+  }
+  Device dp(c.residues ? res.size() : prod.size() * 4), dr(row.size() * 4), dl(col.size() * 4),
+      dc(size_t(total) * (c.f64 ? 8 : 4));
+  if (c.residues) upload(dp, res);
+  else upload(dp, prod);
   upload(dr, row);
   upload(dl, col);
   int8::CrtProblem p;
@@ -701,7 +758,8 @@ bool run_crt(const CrtCase& c, std::mt19937_64& rng, std::string* detail) {
     *detail = why;
     return false;
   }
-  p.p = static_cast<int32_t*>(dp.ptr);
+  if (c.residues) p.r = static_cast<uint8_t*>(dp.ptr);
+  else p.p = static_cast<int32_t*>(dp.ptr);
   p.row_exp = static_cast<int32_t*>(dr.ptr);
   p.col_exp = static_cast<int32_t*>(dl.ptr);
   if (c.f64) p.c64 = static_cast<double*>(dc.ptr);
@@ -717,6 +775,7 @@ bool run_crt(const CrtCase& c, std::mt19937_64& rng, std::string* detail) {
   }
   CHECK_CUDA(cudaDeviceSynchronize());
   int8::CrtProblem h = p;
+  h.r = nullptr;
   h.p = prod.data();
   h.row_exp = row.data();
   h.col_exp = col.data();
