@@ -24,7 +24,7 @@ from jax import lax
 
 from .testing import median_time
 
-DEFAULT_SCHEMES = "bf16,tf32,bf16x3,bf16x6,bf16x9,tf32x3,fp16x3,fp16x3_bitcut,int8_l1,int8_l4,auto"
+DEFAULT_SCHEMES = "bf16,tf32,bf16x3,bf16x6,bf16x9,tf32x3,fp16x3,fp16x3_bitcut,ozaki2_f32,int8_l1,int8_l4,auto"
 
 # ``--suite shapes``: the shapes applications produce (issue 10), B x M x K x N.
 SUITE_SHAPES = {
