@@ -96,18 +96,24 @@ SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-26 (docs/pe
 
 
 # Relative cost of one FLOP per slice product on Hopper, for when no model is
-# at hand: a bf16/fp16/int8 tensor-core product ~1, tf32 ~2, FP32 (SGEMM) ~14
-# (H200: 700 vs 50 TFLOP/s).
+# at hand: a bf16/fp16 tensor-core product ~1, tf32 ~2, FP32 (SGEMM) ~14
+# (H200: 700 vs 50 TFLOP/s), an int8 product of Ozaki II's kernels ~0.5
+# (H200, same run: the int8 GEMM 1337 TOP/s, cuBLAS's fp16 655 TFLOP/s;
+# docs/performance.md, stop 29). MixPert's int8 levels count 1 per product:
+# they run on the xla backend, one product per 32-wide K-tile.
 _FP32_PRODUCT_WEIGHT = 14.0
+_INT8_KERNEL_PRODUCT_WEIGHT = 0.5
 
 
 def product_weight(scheme) -> float:
     """Cost per FLOP of ``scheme`` in units of one bf16 tensor-core product."""
-    from .schemes import FloatSplit, NativeFP32, get_scheme
+    from .schemes import FloatSplit, NativeFP32, Ozaki2, get_scheme
     s = get_scheme(scheme)
     if isinstance(s, NativeFP32):
         return _FP32_PRODUCT_WEIGHT
     per = 2.0 if isinstance(s, FloatSplit) and s.fmt == "tf32" else 1.0
+    if isinstance(s, Ozaki2):
+        per = _INT8_KERNEL_PRODUCT_WEIGHT
     return per * max(s.num_products, 1)
 
 

@@ -399,7 +399,8 @@ def _time_dot(lhs_shape, rhs_shape, dimension_numbers, scheme: str, repeats: int
 def product_cost(info, scheme: str) -> float:
     """A cost model for ``tune(timer=...)``: the dot's FLOPs times
     ``costs.product_weight(scheme)`` (slice products; FP32 counted as 14,
-    tf32 slices as 2), in arbitrary units. For tuning away from the target GPU."""
+    tf32 slices as 2, Ozaki II's int8 products as 0.5), in arbitrary units.
+    For tuning away from the target GPU."""
     return info.flops * product_weight(scheme)
 
 
@@ -505,7 +506,8 @@ def tune(f: Callable, *example_args, tolerance: float, metric: Optional[Callable
         a k-means inertia difference or 1 - accuracy. Default:
         ``relative_error``, the relative Frobenius error of all outputs.
       candidates: scheme names, most accurate first; the first must meet the
-        tolerance on every dot. "fp32" is native FP32.
+        tolerance on every dot. "fp32" is native FP32; "ozaki2_f32" (int8
+        tensor cores, the most accurate FP32-class scheme) may lead the list.
       reference: "float64" (f run in float64 under ``jax.enable_x64``, on the
         arguments cast to float64) or "fp32" (f with every dot in native FP32).
       repeats: timing repetitions per dot and candidate (median taken).

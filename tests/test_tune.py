@@ -121,6 +121,21 @@ def test_chain_loose_tolerance_uses_cheap_schemes(cost_timer):
     assert set(plan.values()) != {"bf16"}, str(plan)
 
 
+def test_tuner_takes_ozaki2_where_the_cost_model_says_it_pays(cost_timer):
+    # Ozaki II's int8 products count half a 16-bit product (costs.py: the
+    # int8 GEMM at twice cuBLAS's fp16 rate, same run on an H200), so its 8
+    # products rank between fp16x3 (3) and bf16x6 (6): bf16x6, less accurate
+    # and dearer, is never taken after it. Errors of this data (CPU): all
+    # ozaki2_f32 1.2e-7, all bf16x6 1.7e-7, all fp16x3 3.6e-7.
+    w = {s: jaxemu.costs.product_weight(s) for s in ("fp16x3", "ozaki2_f32", "bf16x6", "fp32")}
+    assert w["fp16x3"] < w["ozaki2_f32"] < w["bf16x6"] < w["fp32"], w
+    tol = 2e-7
+    plan = tune(chain, X, *A, tolerance=tol, candidates=("ozaki2_f32", "bf16x6", "fp16x3"), timer=cost_timer)
+    err = frob_error(jaxemu.emulate(chain, plan=plan)(X, *A), f64_output(chain, X, *A))
+    assert err <= tol and plan.error == pytest.approx(err, rel=1e-6), (err, str(plan))
+    assert "ozaki2_f32" in plan.values() and "fp16x3" in plan.values() and "bf16x6" not in plan.values(), str(plan)
+
+
 def test_chain_tight_tolerance_keeps_fp32_class_schemes(timings):
     plan = tune(chain, X, *A, tolerance=TIGHT)
     check_plan(plan, chain, (X, *A), TIGHT, timings)
