@@ -120,8 +120,8 @@ std::string check(const GemmProblem& p) {
   if (p.residues() ? (!p.r || p.c) : (!p.c || p.r))
     return "give one output: int32 products (c), or their residues (r) with the moduli";
   if (p.residues()) {
-    if (p.nmod < 1 || p.nmod > kMaxModuli || p.per_modulus < 1 || p.batch != p.nmod * p.per_modulus)
-      return "residue output: batch must be moduli x per_modulus";
+    if (p.nmod > kMaxModuli || p.batch % p.nmod)
+      return "residue output: at most 20 moduli, and a batch of whole moduli x entries";
     for (int l = 0; l < p.nmod; ++l)
       if (p.moduli[l].m < 2 || p.moduli[l].m > 256) return "residue output: moduli must lie in 2..256";
     if (p.n % kAlignNResidues) return "N must be a multiple of 16 for residues (zero-padded by the caller)";

@@ -79,7 +79,7 @@ struct Int8Gemm {
     if constexpr (kResidues) {
       typename ResidueNode::Arguments node;
       for (int i = 0; i < p.nmod && i < kMaxModuli; ++i) node.moduli[i] = p.moduli[i];
-      node.per_modulus = int(p.per_modulus);
+      node.per_modulus = int(p.batch / p.nmod);
       args.epilogue.thread = {{}, node};  // (the accumulator fetch's arguments, the node's)
     } else {
       args.epilogue.thread.alpha = 1;

@@ -27,7 +27,7 @@ namespace int8 {
 //
 // Or, for Ozaki II, only what its reconstruction reads: with r instead of c,
 // r[l] = (A[l] B[l]^T) mod m (in [0, m), uint8) for the modulus m =
-// moduli[l / per_modulus] (l = modulus * batch + b), reduced in the GEMM's
+// moduli[l / (batch / nmod)] (l = modulus * batch + b), reduced in the GEMM's
 // epilogue from the exact int32 sums: a quarter of the bytes written, and a
 // quarter of what the CRT kernel reads (ffi/int8/epilogue.cuh).
 constexpr int kMaxModuli = 20;
@@ -44,7 +44,6 @@ struct GemmProblem {
   int32_t* c = nullptr;
   uint8_t* r = nullptr;
   int64_t batch = 0, m = 0, n = 0, k = 0;
-  int64_t per_modulus = 0;  // r only: batch entries per modulus
   int nmod = 0;             // r only: > 0
   Modulus moduli[kMaxModuli] = {};
   bool residues() const { return nmod > 0; }  // the output is r

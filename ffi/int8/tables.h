@@ -14,6 +14,11 @@ namespace int8 {
 // The reciprocal that mod_u24 (ffi/int8/modular.cuh) multiplies by.
 inline uint32_t mod_magic(int64_t m) { return uint32_t((uint64_t(1) << 32) / uint64_t(m) + 1); }
 
+// The constants of the division-free reductions modulo m (2..256).
+inline Modulus modulus_of(int64_t m) {
+  return Modulus{int(m), mod_magic(m), int((int64_t(1) << 16) % m), int((int64_t(1) << 31) % m)};
+}
+
 // The tables of a CrtProblem from its moduli (pairwise coprime, 2..256);
 // "" or why not. W_l = m_0 ... m_{l-1}; wmod[l][j] = W_j mod m_l;
 // inverse[l] = (W_l mod m_l)^-1 mod m_l (as jaxemu/_ozaki2.py: garner_digits).
@@ -25,11 +30,12 @@ inline std::string setup_crt(const std::vector<int64_t>& moduli, CrtProblem* p) 
   for (int l = 0; l < n; ++l) {
     const int64_t ml = moduli[l];
     if (ml < 2 || ml > 256) return "moduli must lie in 2..256";
-    p->moduli[l] = int(ml);
+    const Modulus q = modulus_of(ml);
+    p->moduli[l] = q.m;
     p->weight[l] = w;
-    p->magic[l] = mod_magic(ml);
-    p->c16[l] = int((int64_t(1) << 16) % ml);
-    p->c31[l] = int((int64_t(1) << 31) % ml);
+    p->magic[l] = q.magic;
+    p->c16[l] = q.c16;
+    p->c31[l] = q.c31;
     p->off20[l] = int(((int64_t(1) << 20) + ml - 1) / ml * ml);
     int64_t wl = 1;  // W_j mod m_l for j = 0..l
     for (int j = 0; j < l; ++j) {
@@ -46,18 +52,17 @@ inline std::string setup_crt(const std::vector<int64_t>& moduli, CrtProblem* p) 
   return "";
 }
 
-// The residue epilogue's moduli of a GemmProblem (batch = moduli x
-// per_modulus); "" or why not.
+// The residue epilogue's moduli of a GemmProblem (its batch: moduli x
+// entries per modulus); "" or why not.
 inline std::string setup_gemm_residues(const std::vector<int64_t>& moduli, GemmProblem* p) {
   const int n = int(moduli.size());
   if (n < 1 || n > kMaxModuli) return "between 1 and " + std::to_string(kMaxModuli) + " moduli";
   if (p->batch % n) return "the batch is not a multiple of the number of moduli";
   p->nmod = n;
-  p->per_modulus = p->batch / n;
   for (int l = 0; l < n; ++l) {
     const int64_t ml = moduli[l];
     if (ml < 2 || ml > 256) return "moduli must lie in 2..256";
-    p->moduli[l] = Modulus{int(ml), mod_magic(ml), int((int64_t(1) << 16) % ml), int((int64_t(1) << 31) % ml)};
+    p->moduli[l] = modulus_of(ml);
   }
   return "";
 }
@@ -71,9 +76,10 @@ inline std::string setup_residues(const std::vector<int64_t>& moduli, ResiduePro
   for (int l = 0; l < n; ++l) {
     const int64_t ml = moduli[l];
     if (ml < 2 || ml > 256) return "moduli must lie in 2..256";
-    p->moduli[l] = int(ml);
-    p->magic[l] = mod_magic(ml);
-    p->c16[l] = int((int64_t(1) << 16) % ml);
+    const Modulus q = modulus_of(ml);
+    p->moduli[l] = q.m;
+    p->magic[l] = q.magic;
+    p->c16[l] = q.c16;
     p->half[l] = int(ml / 2);
     p->shift30[l] = int(((ml / 2 - (int64_t(1) << 30)) % ml + ml) % ml);
   }
