@@ -349,6 +349,20 @@ def test_glue_cuts_long_k_into_exact_pieces(cpu_kernels, monkeypatch, rng):
     assert [c[0] for c in cpu_kernels] == ["residues"] * 2 + ["gemm_residues"] * 4 + ["crt"]
 
 
+@pytest.mark.parametrize("epilogue,blocks", [("1", 3), ("0", 12)])
+def test_glue_column_blocks_count_the_product_bytes(cpu_kernels, monkeypatch, rng, epilogue, blocks):
+    # MAX_PRODUCT_BYTES bounds the products alive at once: one byte per
+    # product from the residue epilogue, four as int32 with it switched off.
+    monkeypatch.setenv("JAXEMU_CUDA_GEMM_RESIDUES", epilogue)
+    a = rng.standard_normal((1, 8, 40)).astype(np.float32)
+    b = rng.standard_normal((1, 40, 190)).astype(np.float32)  # 192 padded columns
+    s = jaxemu.get_scheme("ozaki2_f32")
+    monkeypatch.setattr(cuda_int8, "MAX_PRODUCT_BYTES", s.moduli_for(40) * 8 * 64)  # 64 columns of uint8
+    got = np.asarray(cuda_int8.ozaki2_finite(jnp.asarray(a), jnp.asarray(b), s))
+    np.testing.assert_array_equal(got, np.asarray(X.ozaki2_dot(jnp.asarray(a), jnp.asarray(b), s)))
+    assert [c[0] for c in cpu_kernels].count("crt") == blocks
+
+
 def test_glue_many_moduli_use_the_exact_reconstruction(cpu_kernels, rng):
     a = rng.standard_normal((1, 5, 40)).astype(np.float32)
     b = rng.standard_normal((1, 40, 6)).astype(np.float32)

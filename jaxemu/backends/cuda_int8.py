@@ -93,6 +93,12 @@ def workspace_bytes(lb: int, m: int, n: int, k: int, nmod: int = 0) -> int:
     return max(ext.int8_workspace_bytes(lb, m, n, k, d.id, nmod) for d in jax.local_devices(backend="cuda"))
 
 
+def epilogue_reduces(nmod: int) -> bool:
+    """Whether the GEMM's epilogue reduces the products of ``nmod`` moduli
+    (uint8 residues, one byte each) rather than writing int32 products."""
+    return switches.enabled("gemm_residues") and nmod <= MAX_CRT_MODULI
+
+
 def residue_products(ra, rbt, moduli):
     """Values congruent to the products of the int8 residues ra (n, B, M, K)
     and rbt (n, B, N, K) modulo each m_l, (n, B, M, N): their residues in
@@ -105,7 +111,7 @@ def residue_products(ra, rbt, moduli):
     n = rbt.shape[2]
     ra, rbt = ra.reshape(nm * bsz, m, k), rbt.reshape(nm * bsz, n, k)
     mods = jnp.asarray(moduli, jnp.int32).reshape(nm, 1, 1, 1)
-    in_epilogue = switches.enabled("gemm_residues") and nm <= MAX_CRT_MODULI and n % ALIGN_N_RESIDUES == 0
+    in_epilogue = epilogue_reduces(nm) and n % ALIGN_N_RESIDUES == 0
 
     def piece(lo):
         a, b = ra[:, :, lo:lo + K_PIECE], rbt[:, :, lo:lo + K_PIECE]
@@ -191,8 +197,9 @@ def ozaki2_finite(a, b, s: Ozaki2, amax=None):
     if nm <= MAX_CRT_MODULI and (s.dtype == "float32" or switches.enabled("crt64")):
         eb = pad_axis(eb[:, 0, :], 1, ALIGN_N_RESIDUES)
         bsz, m, npad = ra.shape[1], ra.shape[2], rbt.shape[2]
-        align = ALIGN_N_RESIDUES
-        block = max(align, MAX_PRODUCT_BYTES // (nm * bsz * m) // align * align)
+        per_product = 1 if epilogue_reduces(nm) else 4  # bytes: uint8 residues or int32 products
+        block = max(ALIGN_N_RESIDUES,
+                    MAX_PRODUCT_BYTES // (per_product * nm * bsz * m) // ALIGN_N_RESIDUES * ALIGN_N_RESIDUES)
         # Column blocks of C, each its products then its CRT (the products of
         # one block are dead before the next block's are written).
         c = jnp.concatenate([crt(residue_products(ra, rbt[:, :, lo:lo + block], moduli), ea[:, :, 0],
