@@ -790,10 +790,45 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
 
     # fp16x3 takes its row scaling from the test's maxima (the same
     # exponents): one pass over each operand fewer than on its own.
-    def fp16x3(a, b, st, computed, fits=False):
-        return product(a, b, get_scheme("fp16x3"), backends.row_scales(st.a_max, st.b_max), fits)
+    fp = get_scheme("fp16x3")
+
+    def fp16x3(a, b, st, computed, pre=None, fits=False):
+        return product(a, b, fp, backends.row_scales(st.a_max, st.b_max), fits)
+
+    pre = None
+    if _presplit(split, backend, a, b, exact):
+        # The common branch's split before the conditional (small products,
+        # cuda backend): after the conditional's device-to-host copy of its
+        # index, only the GEMM is left to launch, as for fp16x3 alone; the
+        # splits' launches behind the copy were GPU idle time (2048^3, H100:
+        # auto 1.52x fp16x3's time, docs/performance.md, stop 30). The same
+        # split (same scales): the same bits.
+        pre = split.split(a, b, fp, backends.row_scales(test.st.a_max, test.st.b_max))
+
+        def fp16x3_split(a, b, st, computed, pre):
+            return split.product(*pre, fp)
+        branches = [lambda a, b, st, computed, pre: refused(a, b, st, computed), fp16x3, fp16x3_split]
+        return xla.one_of(index, branches, (a, b, test.st, test.computed(), pre), xla.product_shape(a, b))
     return xla.one_of(index, [refused, fp16x3, functools.partial(fp16x3, fits=True)],
                       (a, b, test.st, test.computed()), xla.product_shape(a, b))
+
+
+# auto splits for fp16x3 before its conditional (``_presplit``) up to this
+# many operand elements (A's and B's together; 2 x 4096^2 and 8 x 2 x 2048^2
+# among them): the slices stay live across the conditional, twice the
+# operands' bytes in fp16.
+PRESPLIT_MAX_ELEMENTS = 1 << 26
+
+
+def _presplit(split: Optional[SplitProduct], backend: str, a, b, exact) -> bool:
+    """Whether auto's common case splits for fp16x3 before its conditional:
+    on the cuda backend (where the conditional's predicate is a host round
+    trip and each launch after it leaves the GPU idle), for products of at
+    most PRESPLIT_MAX_ELEMENTS operand elements, no exact operand, with
+    JAXEMU_CUDA_AUTO_PRESPLIT=1 (backends/switches.py)."""
+    from .backends import switches
+    return (split is not None and backend == "cuda" and not any(exact)
+            and a.size + b.size <= PRESPLIT_MAX_ELEMENTS and switches.enabled("auto_presplit"))
 
 
 
