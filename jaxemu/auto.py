@@ -92,7 +92,7 @@ from jax import lax
 
 from . import costs
 from . import backends
-from .backends import SplitProduct, backend_for, xla
+from .backends import SplitProduct, backend_for, switches, xla
 from .backends.xla import exponent, ldexp
 from .schemes import Auto, exact_variant, get_scheme
 
@@ -795,7 +795,6 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     def fp16x3(a, b, st, computed, pre=None, fits=False):
         return product(a, b, fp, backends.row_scales(st.a_max, st.b_max), fits)
 
-    pre = None
     if _presplit(split, backend, a, b, exact):
         # The common branch's split before the conditional (small products,
         # cuda backend): after the conditional's device-to-host copy of its
@@ -815,8 +814,8 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
 
 # auto splits for fp16x3 before its conditional (``_presplit``) up to this
 # many operand elements (A's and B's together; 2 x 4096^2 and 8 x 2 x 2048^2
-# among them): the slices stay live across the conditional, twice the
-# operands' bytes in fp16.
+# among them): the slices (two fp16 values per element: the operands' bytes
+# again) stay live across the conditional.
 PRESPLIT_MAX_ELEMENTS = 1 << 26
 
 
@@ -826,7 +825,6 @@ def _presplit(split: Optional[SplitProduct], backend: str, a, b, exact) -> bool:
     trip and each launch after it leaves the GPU idle), for products of at
     most PRESPLIT_MAX_ELEMENTS operand elements, no exact operand, with
     JAXEMU_CUDA_AUTO_PRESPLIT=1 (backends/switches.py)."""
-    from .backends import switches
     return (split is not None and backend == "cuda" and not any(exact)
             and a.size + b.size <= PRESPLIT_MAX_ELEMENTS and switches.enabled("auto_presplit"))
 
