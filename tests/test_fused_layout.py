@@ -385,8 +385,8 @@ def test_auto_presplit_gives_the_same_bits_and_leaves_the_gemm_alone_in_its_bran
     """JAXEMU_CUDA_AUTO_PRESPLIT=1: auto's common case splits for fp16x3
     before its conditional (auto._presplit), and its finite-data branch only
     multiplies. With the kernels replaced by their twins on the CPU: bit for
-    bit auto's result without it and fp16x3's, on each benchmark law, with
-    NaN/Inf (the special-value branch), and on an operand past
+    bit auto's result without it and fp16x3's, on two of the benchmark's
+    laws, with NaN/Inf (the special-value branch), and on an operand past
     PRESPLIT_MAX_ELEMENTS (no presplit)."""
     import jax
     from test_auto import AUTO
@@ -413,7 +413,7 @@ def test_auto_presplit_gives_the_same_bits_and_leaves_the_gemm_alone_in_its_bran
         return [len(br.jaxpr.eqns) for br in cond.params["branches"]]
 
     rng = np.random.default_rng(0)
-    for law in T.LAWS:
+    for law in ("uniform(-1,1)", "wide-exp"):
         a, b = T.sample(law, (96, 320), rng), T.sample(law, (320, 64), rng)
         rep = jaxemu.auto_report(a, b, AUTO)
         assert rep["scheme"] == "fp16x3", (law, rep)
