@@ -121,7 +121,8 @@ std::string check(const GemmProblem& p) {
     return "give one output: int32 products (c), or their residues (r) with the moduli";
   if (p.residues()) {
     if (p.nmod > kMaxModuli || p.batch % p.nmod)
-      return "residue output: at most 20 moduli, and a batch of whole moduli x entries";
+      return "residue output: at most " + std::to_string(kMaxModuli) +
+             " moduli, and a batch of whole moduli x entries";
     for (int l = 0; l < p.nmod; ++l)
       if (p.moduli[l].m < 2 || p.moduli[l].m > 256) return "residue output: moduli must lie in 2..256";
     if (p.n % kAlignNResidues) return "N must be a multiple of 16 for residues (zero-padded by the caller)";

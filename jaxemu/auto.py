@@ -792,7 +792,7 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     # exponents): one pass over each operand fewer than on its own.
     fp = get_scheme("fp16x3")
 
-    def fp16x3(a, b, st, computed, pre=None, fits=False):
+    def fp16x3(a, b, st, computed, fits=False):
         return product(a, b, fp, backends.row_scales(st.a_max, st.b_max), fits)
 
     if _presplit(split, backend, a, b, exact):
@@ -803,10 +803,9 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
         # auto 1.52x fp16x3's time, docs/performance.md, stop 30). The same
         # split (same scales): the same bits.
         pre = split.split(a, b, fp, backends.row_scales(test.st.a_max, test.st.b_max))
-
-        def fp16x3_split(a, b, st, computed, pre):
-            return split.product(*pre, fp)
-        branches = [lambda a, b, st, computed, pre: refused(a, b, st, computed), fp16x3, fp16x3_split]
+        branches = [lambda a, b, st, computed, pre: refused(a, b, st, computed),
+                    lambda a, b, st, computed, pre: fp16x3(a, b, st, computed),
+                    lambda a, b, st, computed, pre: split.product(*pre, fp)]
         return xla.one_of(index, branches, (a, b, test.st, test.computed(), pre), xla.product_shape(a, b))
     return xla.one_of(index, [refused, fp16x3, functools.partial(fp16x3, fits=True)],
                       (a, b, test.st, test.computed()), xla.product_shape(a, b))

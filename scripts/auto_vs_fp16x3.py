@@ -40,8 +40,8 @@ def main(argv=None):
             runs.append(("auto presplit", "auto", "1"))
         for label, name, presplit in runs:
             os.environ["JAXEMU_CUDA_AUTO_PRESPLIT"] = presplit
+            # (median_time's warm-up run traces f, with the switch as set here)
             f = jax.jit(lambda a, b, name=name: jaxemu.matmul(a, b, scheme=name))
-            f(a, b).block_until_ready()  # traced (and the switch read) now
             ms[label] = 1e3 * T.median_time(lambda: f(a, b), args.reps, 0.02)
         extra = (f"  auto presplit {ms['auto presplit']:8.3f} (/fp16x3 {ms['auto presplit'] / ms['fp16x3']:.3f})"
                  if args.presplit else "")

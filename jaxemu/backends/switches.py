@@ -23,7 +23,8 @@ from __future__ import annotations
 import os
 
 _SWITCHES = {"int8": "JAXEMU_CUDA_INT8", "split": "JAXEMU_CUDA_SPLIT", "residues": "JAXEMU_CUDA_RESIDUES",
-             "crt64": "JAXEMU_CUDA_CRT64", "stats": "JAXEMU_CUDA_STATS", "gemm_residues": "JAXEMU_CUDA_GEMM_RESIDUES", "auto_presplit": "JAXEMU_CUDA_AUTO_PRESPLIT"}
+             "crt64": "JAXEMU_CUDA_CRT64", "stats": "JAXEMU_CUDA_STATS", "gemm_residues": "JAXEMU_CUDA_GEMM_RESIDUES",
+             "auto_presplit": "JAXEMU_CUDA_AUTO_PRESPLIT"}
 _OPT_IN: set = {"auto_presplit"}  # (switches whose kernel runs only when set to "1")
 
 
