@@ -1,7 +1,7 @@
 """The GPU timeline of one call of an emulated product, from JAX's own
 profiler (CUPTI; no ncu replay, so XLA's autotuning costs nothing):
 
-    JAX_PLATFORMS=cuda python scripts/kernel_timeline.py [--cases sq8192,update,distances]  (also sq2048, sq4096)
+    JAX_PLATFORMS=cuda python scripts/kernel_timeline.py [--cases sq8192,update,distances]  (also sq2048, sq4096, b8sq2048)
         [--schemes fp16x3,auto] [--env JAXEMU_CUDA_STATS=1]
 
 Per case and scheme: every kernel of the (warm) call in stream order with its
@@ -29,8 +29,8 @@ def cases():
     rng = np.random.default_rng(0)
     out = {}
 
-    def square(n):
-        a, b = (jax.device_put(v) for v in T.operands("normal(0,1)", n, n, n, 0))
+    def square(n, batch=0):
+        a, b = (jax.device_put(v) for v in T.operands("normal(0,1)", n, n, n, 0, batch=batch))
         return (lambda a, b: a @ b), (a, b)
 
     def kmeans(which):
@@ -44,6 +44,7 @@ def cases():
 
     for n in (2048, 4096, 8192):
         out[f"sq{n}"] = lambda n=n: square(n)
+    out["b8sq2048"] = lambda: square(2048, batch=8)
     out["distances"] = lambda: kmeans("distances")
     out["update"] = lambda: kmeans("update")
     return out

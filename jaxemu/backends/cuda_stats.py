@@ -46,14 +46,18 @@ def rows(a, v: Optional[jnp.ndarray] = None, lanes: Optional[int] = None):
 
 
 MAX_COLUMN_BATCH = 65535  # the column kernel's batch is its grid's z (ffi/stats_dispatch.cu)
+MIN_CHUNK_ROWS = 32  # rows of B per block of the column kernel, at least
 
 
 def column_chunks(bsz: int, k: int, n: int) -> int:
     """Slices of K whose partial column statistics the first launch makes:
-    about 1024 blocks in all (a few waves on 132 SMs), each of >= 256 rows.
-    A function of the shape alone: the same bits on every run."""
+    about 1024 blocks in all (a few waves on 132 SMs), each of >= 32 rows
+    (two of a block's 16-row steps). (At >= 256 rows, a 2048 x 2048 B made
+    64 blocks: 20 us on an H200, latency-bound, auto's largest cost at
+    2048^3; docs/performance.md, stop 31.) A function of the shape alone:
+    the same bits on every run."""
     strips = -(-n // 256)
-    return int(max(1, min(-(-k // 256), -(-1024 // (strips * max(bsz, 1))), 65535)))
+    return int(max(1, min(-(-k // MIN_CHUNK_ROWS), -(-1024 // (strips * max(bsz, 1))), 65535)))
 
 
 def columns(b):
