@@ -287,6 +287,51 @@ def test_k_splits_share_the_k_tiles_equally(chunk_check, k_tiles, splits, terms,
     assert len(ranges) == min(splits, k_tiles) and max(sizes) - min(sizes) <= 1, ranges
 
 
+def _schedule_by_division(tiles_m, tiles_n, batch, splits):
+    """The persistent grid's work items as scheduler.cuh: TileScheduler
+    defines them (split-major, then batch, then groups of 8 tile rows walked
+    column by column), by plain integer division."""
+    out = []
+    per_batch, per_group = tiles_m * tiles_n, 8 * tiles_n
+    for idx in range(tiles_m * tiles_n * batch * splits):
+        outer, t = divmod(idx, per_batch)
+        split, l = divmod(outer, batch)
+        group, in_group = divmod(t, per_group)
+        rows = min(8, tiles_m - 8 * group)
+        n_blk, r = divmod(in_group, rows)
+        out.append((8 * group + r, n_blk, l, split))
+    return np.array(out).reshape(-1, 4)
+
+
+@pytest.mark.parametrize("tiles_m,tiles_n,batch,splits", [
+    (1, 1, 1, 1), (8, 3, 1, 1), (13, 7, 3, 2), (64, 2048, 1, 1),  # kNN's 8192 x 262144 at 128 x 128
+    (21, 5, 5, 3), (3, 1000, 2, 1), (9, 1, 1, 7),
+])
+def test_tile_schedule_by_multiplication_is_the_division_schedule(chunk_check, tiles_m, tiles_n, batch, splits):
+    # The kernel computes each work item's coordinates with multipliers made
+    # on the host (FastDiv: no division on the GPU between two tiles): the
+    # same items as dividing, each tile of every split and batch element
+    # exactly once, the last group of fewer than 8 tile rows included.
+    out = subprocess.run([str(chunk_check), "sched", str(tiles_m), str(tiles_n), str(batch), str(splits)],
+                         check=True, capture_output=True, text=True, timeout=60).stdout
+    got = np.array([[int(v) for v in line.split()] for line in out.splitlines()]).reshape(-1, 4)
+    want = _schedule_by_division(tiles_m, tiles_n, batch, splits)
+    np.testing.assert_array_equal(got, want)
+    assert len({tuple(r) for r in got}) == tiles_m * tiles_n * batch * splits
+
+
+def test_fast_division_is_exact_below_2_to_31(chunk_check):
+    # FastDiv (one multiply and shift for n / d) against the division, at
+    # the range's ends and around the multiples of d nearest 2^31, for
+    # divisors from 1 to 2^31 - 1: powers of two, their neighbours, primes.
+    ds = sorted({1, 2, 3, 5, 7, 8, 9, 127, 128, 129, 1000, 2048, 8 * 2048, 65535, 65536, 65537, 131071,
+                 (1 << 24) - 3, (1 << 30) - 1, 1 << 30, (1 << 30) + 1, (1 << 31) - 1})
+    out = subprocess.run([str(chunk_check), "div"] + [str(d) for d in ds], check=True, capture_output=True,
+                         text=True, timeout=120).stdout
+    bad = {int(d): int(b) for d, b in (line.split() for line in out.splitlines())}
+    assert sorted(bad) == ds and not any(bad.values()), bad
+
+
 @pytest.mark.parametrize("terms,why", [
     ([(-24, 64), (-12, 8), (0, 1)], "distinct term weights"),  # three weights: no kernel has three partials
     ([(0, 1), (-12, 8)], "smaller weight must come first"),

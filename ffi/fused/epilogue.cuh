@@ -104,6 +104,29 @@ struct Epilogue {
   // a warp writes at once fall in distinct banks), then one thread issues the
   // TMA store of the block; the last block's store runs while the next
   // tile's mainloop does.
+  // The exponents unscale() will read for work item w, fetched into L1 now,
+  // as its mainloop starts: one 128-byte line per thread of the first few
+  // (the tile's TN column exponents, this warpgroup's 64 row exponents, and
+  // a line more for each, as neither need be 128-byte aligned). Loaded from
+  // L2 at the epilogue, their latency stalled every thread between the last
+  // wgmma and the first store, with the tensor cores idle (ncu's samples on
+  // the kNN product, docs/performance.md stop 31); registers to hold them
+  // through the mainloop there are none.
+  static __device__ void prefetch_exponents(Problem const& p, WorkTile const& w) {
+    if (p.row_exp == nullptr) return;
+    constexpr int kColLines = TN / 32 + 1, kRowLines = TM / T::kConsumerWarpgroups / 32 + 1;
+    const int t = int(threadIdx.x) % 128, wg = int(threadIdx.x) / 128 - 1;
+    const int32_t* line = nullptr;
+    if (t < kColLines) {
+      const int64_t c = int64_t(w.n_blk) * TN + 32 * t;
+      if (c < p.n) line = p.col_exp + int64_t(w.l) * p.n + c;
+    } else if (t < kColLines + kRowLines) {
+      const int64_t r = int64_t(w.m_blk) * TM + wg * (TM / T::kConsumerWarpgroups) + 32 * (t - kColLines);
+      if (r < p.m) line = p.row_exp + int64_t(w.l) * p.m + r;
+    }
+    if (line != nullptr) asm volatile("prefetch.global.L1 [%0];" ::"l"(line));
+  }
+
   template <class Accum>
   static __device__ void store_tma(typename T::Params const& params, WorkTile const& w, Accum const& total) {
     const Problem& p = params.problem;
@@ -131,7 +154,10 @@ struct Epilogue {
       CUTLASS_PRAGMA_UNROLL
       for (int i = h * kPerBlock; i < (h + 1) * kPerBlock; i += 2) {
         const int r = get<0>(coords(i)) - wg * kRows, c = get<1>(coords(i)) - h * kCols;
-        *reinterpret_cast<float2*>(&sC(r, c)) = make_float2(total(i), total(i + 1));
+        // (st.shared: through a generic pointer this was a generic store)
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(cute::cast_smem_ptr_to_uint(&sC(r, c))),
+                     "f"(total(i)), "f"(total(i + 1))
+                     : "memory");
       }
       cutlass::arch::fence_view_async_shared();  // smem writes visible to the TMA unit
       cutlass::arch::NamedBarrier::sync(128, 1 + wg);

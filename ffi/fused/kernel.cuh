@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fused_gemm_kernel(CUTE_GRID_CO
   }
   __syncthreads();  // barriers initialised before anyone waits on them
 
-  const TileScheduler sched{params.tiles_m, params.tiles_n, int(params.problem.batch), params.problem.splits};
+  const TileScheduler& sched = params.sched;
   const int64_t total = sched.total();
 
   if (warpgroup == 0) {
@@ -62,6 +62,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fused_gemm_kernel(CUTE_GRID_CO
     typename T::PipelineState read;
     for (int64_t idx = blockIdx.x; idx < total; idx += gridDim.x) {
       const WorkTile w = sched.get(idx);
+      Epilogue<T>::prefetch_exponents(params.problem, w);
       Mainloop<T>::mma(params, pipeline, read, smem, w, tiled_mma, thr_mma, total_acc);
       Epilogue<T>::store(params, w, total_acc, coords);
     }

@@ -34,6 +34,9 @@ std::string launch(const Problem& p, cudaStream_t stream) {
   const int32_t cn = tma_store ? n : 4, cm = tma_store ? m : 1, cp = tma_store ? p.splits * L : 1;
   auto gC = make_tensor(make_gmem_ptr(p.c), make_layout(make_shape(cm, cn, cp),
                                                         make_stride(int64_t(cn), _1{}, int64_t(cm) * cn)));
+  const int tiles_m = int((p.m + T::kTileM - 1) / T::kTileM), tiles_n = int((p.n + T::kTileN - 1) / T::kTileN);
+  const TileScheduler sched = TileScheduler::make(tiles_m, tiles_n, L, p.splits);
+  if (!sched.fits()) return "too many output tiles for one launch (" + std::to_string(sched.total()) + ", at most 2^31)";
   typename T::Params params{
       make_tma_copy(SM90_TMA_LOAD{}, gA, typename T::SmemLayoutA{}(_, _, 0),
                     make_shape(Int<T::kTileM>{}, Int<T::kTileK>{}), _1{}),
@@ -43,9 +46,10 @@ std::string launch(const Problem& p, cudaStream_t stream) {
       tma_store,
       p,
       plan,
-      int((p.m + T::kTileM - 1) / T::kTileM),
-      int((p.n + T::kTileN - 1) / T::kTileN),
-      int((p.k + T::kTileK - 1) / T::kTileK)};
+      tiles_m,
+      tiles_n,
+      int((p.k + T::kTileK - 1) / T::kTileK),
+      sched};
 
   int device = 0, sms = 0;
   cudaError_t e = cudaGetDevice(&device);
@@ -67,7 +71,7 @@ std::string launch(const Problem& p, cudaStream_t stream) {
   e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (e != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);
 
-  const int64_t work = int64_t(params.tiles_m) * params.tiles_n * L * p.splits;
+  const int64_t work = params.sched.total();
   const int grid = int(std::min<int64_t>(work, sms));
   kernel<<<grid, T::kThreads, smem_bytes, stream>>>(params);
   e = cudaGetLastError();

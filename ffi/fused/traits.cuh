@@ -12,6 +12,7 @@
 #include "cutlass/pipeline/sm90_pipeline.hpp"
 
 #include "params.h"
+#include "scheduler.cuh"
 
 namespace jaxemu {
 namespace fused {
@@ -140,6 +141,7 @@ struct Traits {
     Problem problem;
     TermPlan plan;
     int tiles_m, tiles_n, k_tiles;
+    TileScheduler sched;  // made on the host (its divisors' multipliers)
   };
 };
 
