@@ -323,7 +323,14 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
         return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, a_bad=a_bad, b_bad=b_bad)
     j = jnp.argmax(b_l1, axis=1)                                           # (B,)
     eb = exponent(jnp.max(b_l1, axis=1, initial=0.0))                      # (B,)
+    # The gather of column j in a fusion of its own: XLA (GPU, 0.11) made it
+    # a side output of the test's reductions of B's column statistics to
+    # scalars, whose launch (a few blocks) then gathered B's column alone:
+    # 31.8 us for 8 x 2048 values at 8 x 2048^3 on an H200 (docs/performance.md,
+    # stop 31). The barriers change no value.
+    j, eb = lax.optimization_barrier((j, eb))
     v = ldexp(jnp.take_along_axis(b0, j[:, None, None], axis=2)[:, :, 0], -eb[:, None])  # (B, K), |v| < 2
+    v = lax.optimization_barrier(v)
     if kernels:
         a_max, a_min, a_l1, a_bad, y, z, m, q = kernels.rows(a_in, v)
         return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb, a_bad, b_bad)
@@ -795,38 +802,8 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     def fp16x3(a, b, st, computed, fits=False):
         return product(a, b, fp, backends.row_scales(st.a_max, st.b_max), fits)
 
-    if _presplit(split, backend, a, b, exact):
-        # The common branch's split before the conditional (small products,
-        # cuda backend): after the conditional's device-to-host copy of its
-        # index, only the GEMM is left to launch, as for fp16x3 alone; the
-        # splits' launches behind the copy were GPU idle time (2048^3, H100:
-        # auto 1.52x fp16x3's time, docs/performance.md, stop 30). The same
-        # split (same scales): the same bits.
-        pre = split.split(a, b, fp, backends.row_scales(test.st.a_max, test.st.b_max))
-        branches = [lambda a, b, st, computed, pre: refused(a, b, st, computed),
-                    lambda a, b, st, computed, pre: fp16x3(a, b, st, computed),
-                    lambda a, b, st, computed, pre: split.product(*pre, fp)]
-        return xla.one_of(index, branches, (a, b, test.st, test.computed(), pre), xla.product_shape(a, b))
     return xla.one_of(index, [refused, fp16x3, functools.partial(fp16x3, fits=True)],
                       (a, b, test.st, test.computed()), xla.product_shape(a, b))
-
-
-# auto splits for fp16x3 before its conditional (``_presplit``) up to this
-# many operand elements (A's and B's together; 2 x 4096^2 and 8 x 2 x 2048^2
-# among them): the slices (two fp16 values per element: the operands' bytes
-# again) stay live across the conditional.
-PRESPLIT_MAX_ELEMENTS = 1 << 26
-
-
-def _presplit(split: Optional[SplitProduct], backend: str, a, b, exact) -> bool:
-    """Whether auto's common case splits for fp16x3 before its conditional:
-    on the cuda backend (where the conditional's predicate is a host round
-    trip and each launch after it leaves the GPU idle), for products of at
-    most PRESPLIT_MAX_ELEMENTS operand elements, no exact operand, with
-    JAXEMU_CUDA_AUTO_PRESPLIT=1 (backends/switches.py)."""
-    return (split is not None and backend == "cuda" and not any(exact)
-            and a.size + b.size <= PRESPLIT_MAX_ELEMENTS and switches.enabled("auto_presplit"))
-
 
 
 def _wide(x):

@@ -6,14 +6,11 @@
         [--shapes 1x2048x2048x2048,1x4096x4096x4096,8x2048x2048x2048,1x32768x1024x4096,1x8192x8192x8192]
 
 One line per shape (B x M x K x N, uniform(-1,1)): ms of fp32 (SGEMM),
-fp16x3 and auto through jaxemu.matmul, and auto/fp16x3; with --presplit,
-auto also with JAXEMU_CUDA_AUTO_PRESPLIT=1 (read at trace time: a function
-traced with the switch set), same process.
+fp16x3 and auto through jaxemu.matmul, and auto/fp16x3.
 """
 from __future__ import annotations
 
 import argparse
-import os
 
 import jax
 
@@ -28,25 +25,17 @@ def main(argv=None):
     p.add_argument("--shapes", default=SHAPES)
     p.add_argument("--tag", default="")
     p.add_argument("--reps", type=int, default=9)
-    p.add_argument("--presplit", action="store_true", help="also time auto with JAXEMU_CUDA_AUTO_PRESPLIT=1")
     args = p.parse_args(argv)
     print(f"{jax.devices()[0].device_kind}, jax {jax.__version__}")
     for shape in args.shapes.split(","):
         bsz, m, k, n = (int(x) for x in shape.split("x"))
         a, b = (jax.device_put(x) for x in T.operands("uniform(-1,1)", m, k, n, 0, batch=bsz if bsz > 1 else 0))
         ms = {}
-        runs = [("fp32", "fp32", "0"), ("fp16x3", "fp16x3", "0"), ("auto", "auto", "0")]
-        if args.presplit:
-            runs.append(("auto presplit", "auto", "1"))
-        for label, name, presplit in runs:
-            os.environ["JAXEMU_CUDA_AUTO_PRESPLIT"] = presplit
-            # (median_time's warm-up run traces f, with the switch as set here)
+        for name in ("fp32", "fp16x3", "auto"):
             f = jax.jit(lambda a, b, name=name: jaxemu.matmul(a, b, scheme=name))
-            ms[label] = 1e3 * T.median_time(lambda: f(a, b), args.reps, 0.02)
-        extra = (f"  auto presplit {ms['auto presplit']:8.3f} (/fp16x3 {ms['auto presplit'] / ms['fp16x3']:.3f})"
-                 if args.presplit else "")
+            ms[name] = 1e3 * T.median_time(lambda: f(a, b), args.reps, 0.02)
         print(f"{args.tag:8s} {shape:20s} fp32 {ms['fp32']:8.3f}  fp16x3 {ms['fp16x3']:8.3f}  auto {ms['auto']:8.3f}"
-              f"  auto/fp16x3 {ms['auto'] / ms['fp16x3']:.3f}{extra}", flush=True)
+              f"  auto/fp16x3 {ms['auto'] / ms['fp16x3']:.3f}", flush=True)
         del a, b
 
 
