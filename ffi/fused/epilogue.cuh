@@ -99,11 +99,6 @@ struct Epilogue {
     }
   }
 
-  // Each consumer warpgroup writes its 64 rows of the tile, kEpiCols columns
-  // at a time, into its own shared-memory block (128-byte swizzle: the 8 rows
-  // a warp writes at once fall in distinct banks), then one thread issues the
-  // TMA store of the block; the last block's store runs while the next
-  // tile's mainloop does.
   // The exponents unscale() will read for work item w, fetched into L1 now,
   // as its mainloop starts: one 128-byte line per thread of the first few
   // (the tile's TN column exponents, this warpgroup's 64 row exponents, and
@@ -127,6 +122,11 @@ struct Epilogue {
     if (line != nullptr) asm volatile("prefetch.global.L1 [%0];" ::"l"(line));
   }
 
+  // Each consumer warpgroup writes its 64 rows of the tile, kEpiCols columns
+  // at a time, into its own shared-memory block (128-byte swizzle: the 8 rows
+  // a warp writes at once fall in distinct banks), then one thread issues the
+  // TMA store of the block; the last block's store runs while the next
+  // tile's mainloop does.
   template <class Accum>
   static __device__ void store_tma(typename T::Params const& params, WorkTile const& w, Accum const& total) {
     const Problem& p = params.problem;
