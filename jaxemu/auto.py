@@ -302,6 +302,9 @@ class Stats(NamedTuple):
 
 
 _side = xla.finite_extremes
+# Probe columns of at least this many values (B x K) are gathered in a
+# fusion of their own (operand_stats).
+PROBE_FENCE_MIN = 1 << 14
 
 
 def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsKernels] = None) -> Stats:
@@ -323,14 +326,18 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
         return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, a_bad=a_bad, b_bad=b_bad)
     j = jnp.argmax(b_l1, axis=1)                                           # (B,)
     eb = exponent(jnp.max(b_l1, axis=1, initial=0.0))                      # (B,)
-    # The gather of column j in a fusion of its own: XLA (GPU, 0.11) made it
-    # a side output of the test's reductions of B's column statistics to
-    # scalars, whose launch (a few blocks) then gathered B's column alone:
-    # 31.8 us for 8 x 2048 values at 8 x 2048^3 on an H200 (docs/performance.md,
-    # stop 31). The barriers change no value.
-    j, eb = lax.optimization_barrier((j, eb))
+    # The gather of column j in a fusion of its own where it is long: XLA
+    # (GPU, 0.11) made it a side output of the test's reductions of B's
+    # column statistics to scalars, whose launch (a few blocks) then gathers
+    # B's column alone: 31.8 us for 8 x 2048 values at 8 x 2048^3, 1.6 us for
+    # 2048 at 2048^3 (H200; docs/performance.md, stop 31), where a launch of
+    # its own would cost more than it saves. The barriers change no value.
+    fence = b.shape[0] * b.shape[1] >= PROBE_FENCE_MIN
+    if fence:
+        j, eb = lax.optimization_barrier((j, eb))
     v = ldexp(jnp.take_along_axis(b0, j[:, None, None], axis=2)[:, :, 0], -eb[:, None])  # (B, K), |v| < 2
-    v = lax.optimization_barrier(v)
+    if fence:
+        v = lax.optimization_barrier(v)
     if kernels:
         a_max, a_min, a_l1, a_bad, y, z, m, q = kernels.rows(a_in, v)
         return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb, a_bad, b_bad)

@@ -159,6 +159,25 @@ def test_the_normwise_statistic_matches_its_definition(rng):
         assert exact <= float(test.normwise_ratio[0]) <= 1.05 * exact
 
 
+def test_the_probe_gathered_in_a_fusion_of_its_own_is_the_same_probe(monkeypatch, rng):
+    """The optimization barriers around a long probe column's gather
+    (auto.PROBE_FENCE_MIN) change no statistic: the same bits with and
+    without them, NaN and Inf in B included."""
+    a = T.sample("wide-exp", (2, 40, 96), rng)
+    b = T.sample("normal(0,1)", (2, 96, 24), rng)
+    b[1, 5, 3], b[0, 7, 9] = np.nan, np.inf
+
+    def stats():
+        st = jax.jit(lambda a, b: auto.operand_stats(a, b))(a, b)
+        return [np.asarray(x) for x in st if x is not None]
+
+    monkeypatch.setattr(auto, "PROBE_FENCE_MIN", 1)
+    fenced = stats()
+    monkeypatch.setattr(auto, "PROBE_FENCE_MIN", 1 << 62)
+    for x, y in zip(fenced, stats(), strict=True):
+        np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
+
+
 def test_normwise_auto_takes_fp16x3_on_the_benchmark_laws(rng):
     """Every law of the benchmark (K = 1024 here) passes, with fp16x3's error
     below FP32's on each."""
