@@ -46,8 +46,6 @@ std::string launch(const Problem& p, cudaStream_t stream) {
       tma_store,
       p,
       plan,
-      tiles_m,
-      tiles_n,
       int((p.k + T::kTileK - 1) / T::kTileK),
       sched};
 
@@ -71,7 +69,7 @@ std::string launch(const Problem& p, cudaStream_t stream) {
   e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (e != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);
 
-  const int64_t work = params.sched.total();
+  const int64_t work = sched.total();
   const int grid = int(std::min<int64_t>(work, sms));
   kernel<<<grid, T::kThreads, smem_bytes, stream>>>(params);
   e = cudaGetLastError();

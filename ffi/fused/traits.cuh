@@ -140,8 +140,8 @@ struct Traits {
     bool tma_store;  // kTmaStore and C's rows are 16-byte aligned (N % 4 == 0)
     Problem problem;
     TermPlan plan;
-    int tiles_m, tiles_n, k_tiles;
-    TileScheduler sched;  // made on the host (its divisors' multipliers)
+    int k_tiles;
+    TileScheduler sched;  // the output tiles' grid, made on the host (its divisors' multipliers)
   };
 };
 
