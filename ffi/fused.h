@@ -28,6 +28,14 @@ std::string run(SliceType t, const Problem& p, cudaStream_t stream);
 std::string check(const SplitProblem& p);
 std::string run(const SplitProblem& p, cudaStream_t stream);
 
+// The kernels that read FP32 operands and split them in shared memory
+// (fused/params.h: SplitF32; bf16 slices): p.a, p.b float32 (L, M, K) and
+// (L, K, N), promotion intervals in K-tiles of kF32TileK. "" when a kernel
+// exists for p's slice counts and terms and p can run, else why not.
+constexpr int kF32TileK = 32;
+std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32& f32);
+std::string run_f32(const Problem& p, const SplitProblem& cut, const SplitF32& f32, cudaStream_t stream);
+
 }  // namespace fused
 
 // Whether `device` can run the kernels (compute capability 9.0); else why not.

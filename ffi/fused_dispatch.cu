@@ -151,6 +151,56 @@ std::string run(SliceType t, const Problem& p, cudaStream_t stream) {
   return kernel_for(t, p.sa, p.sb, p.tile_n, plan, p.nterms)(p, stream);
 }
 
+#define JAXEMU_F32_DECLARE(name, slices_a, slices_b, terms) \
+  std::string run_##name(const Problem&, const SplitProblem&, const SplitF32&, cudaStream_t);
+JAXEMU_F32_CONFIGS(JAXEMU_F32_DECLARE)
+#undef JAXEMU_F32_DECLARE
+
+using RunF32Fn = std::string (*)(const Problem&, const SplitProblem&, const SplitF32&, cudaStream_t);
+static RunF32Fn f32_kernel_for(int sa, int sb, int nterms) {
+#define JAXEMU_F32_PICK(name, s_a, s_b, terms) \
+  if (sa == s_a && sb == s_b && nterms == terms) return run_##name;
+  JAXEMU_F32_CONFIGS(JAXEMU_F32_PICK)
+#undef JAXEMU_F32_PICK
+  return nullptr;
+}
+
+std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32& f32) {
+  if (p.m < 1 || p.n < 1 || p.k < 1 || p.batch < 1) return "empty problem (the caller handles zero-sized dims)";
+  if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX || p.batch > INT32_MAX)
+    return "dimension too large for TMA coordinates";
+  if (p.k % 4 || p.n % 4) return "K and N must be multiples of 4 (TMA's 16-byte row strides of A and B)";
+  if (cut.type != SliceType::kBF16 || cut.truncate) return "bf16 slices rounded to nearest only";
+  if (cut.lo_scale_bits < 0 || cut.lo_scale_bits > 14) return "lo_scale_bits must be in 0..14";
+  if (p.nterms < 1 || p.nterms > kMaxTerms) return "nterms must be in 1.." + std::to_string(kMaxTerms);
+  for (int i = 0; i < p.nterms; ++i) {
+    if (p.term_a[i] < 0 || p.term_a[i] >= p.sa || p.term_b[i] < 0 || p.term_b[i] >= p.sb)
+      return "term " + std::to_string(i) + " names a slice that does not exist";
+    if (p.term_exp[i] < -126 || p.term_exp[i] > 127) return "term weight exponent out of range";
+    if (p.kc_tiles[i] < 1) return "promotion interval must be >= 1 tile";
+  }
+  TermPlan plan;
+  std::string why = plan_terms(p, &plan);
+  if (!why.empty()) return why;
+  if (plan.ngroups != 1) return "the FP32-operand kernels take terms of one weight";
+  if (!f32_kernel_for(p.sa, p.sb, p.nterms))
+    return "no FP32-operand kernel for " + std::to_string(p.sa) + " x " + std::to_string(p.sb) + " slices and " +
+           std::to_string(p.nterms) + " terms (ffi/fused/generate.py: F32_CONFIGS)";
+  const int64_t k_tiles = (p.k + kF32TileK - 1) / kF32TileK;
+  if (p.splits < 1 || p.splits > k_tiles) return "splits must be in 1..(number of K-tiles)";
+  if (!aligned16(p.a) || !aligned16(p.b) || !aligned16(p.c)) return "operand pointers must be 16-byte aligned";
+  if (p.row_exp != nullptr || p.col_exp != nullptr) return "the FP32-operand kernels do not scale";
+  if (f32.flags == nullptr) return "missing the special-value flag";
+  if (p.splits > 1 && (f32.partials == nullptr || !aligned16(f32.partials))) return "K-splits need a 16-byte aligned partials buffer";
+  return "";
+}
+
+std::string run_f32(const Problem& p, const SplitProblem& cut, const SplitF32& f32, cudaStream_t stream) {
+  std::string why = check_f32(p, cut, f32);
+  if (!why.empty()) return why;
+  return f32_kernel_for(p.sa, p.sb, p.nterms)(p, cut, f32, stream);
+}
+
 }  // namespace fused
 
 bool device_supported(int device, std::string* why) {

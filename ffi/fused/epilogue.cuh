@@ -25,7 +25,7 @@ namespace fused {
 static __device__ __noinline__ float ldexp_rare(float x, int e) { return ldexpf(x, e); }
 
 // x * 2^e, correctly rounded (exact unless it under/overflows).
-__device__ __forceinline__ float scale_pow2(float x, int e) {
+__device__ __forceinline__ float times_pow2(float x, int e) {
   if (e >= -126 && e <= 127) return x * __int_as_float((e + 127) << 23);
   return ldexp_rare(x, e);
 }
@@ -60,7 +60,7 @@ struct Epilogue {
       ce[q] = c < N ? __ldg(col_exp + c) : 0;
     }
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < TN / 2; ++i) total(i) = scale_pow2(total(i), -(re[(i / 2) % 2] + ce[2 * (i / 4) + i % 2]));
+    for (int i = 0; i < TN / 2; ++i) total(i) = times_pow2(total(i), -(re[(i / 2) % 2] + ce[2 * (i / 4) + i % 2]));
   }
 
   template <class Accum, class Coords>

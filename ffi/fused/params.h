@@ -95,6 +95,22 @@ inline std::string plan_terms(const Problem& p, TermPlan* plan) {
   return "";
 }
 
+// The kernels that read FP32 operands and split them in shared memory
+// (traits_f32.cuh): a and b of the Problem are float32, A (L, M, K) and B
+// (L, K, N) row-major (no padding: TMA fills K past the end with zeros; K and
+// N multiples of 4 for TMA's 16-byte strides). Each value is cut as a
+// SplitProblem says (its type, slices, lo_scale_bits, truncate: split.cuh's
+// slice_of, the same slices bit for bit as the split kernel's). C's
+// special values (kernel_f32.cuh): every entry whose emulated value is not
+// finite is recomputed with FP32 arithmetic by a kernel that reads `flags`
+// on the device and returns at once when no tile raised it, so that FP32's
+// NaN/Inf pattern and FP32's own value where the emulation overflowed are
+// the result, with no conditional on the host and no pass over C otherwise.
+struct SplitF32 {
+  float* partials = nullptr;  // (splits, L, M, N) when splits > 1, else unused
+  int32_t* flags = nullptr;   // one int32, zeroed by the launch: C holds a value that is not finite
+};
+
 // The split of one operand into the slices the kernel reads (split.cuh):
 // x (batch, rows, k), or `transposed` (batch, k, rows) (B of A B, whose
 // columns are the GEMM's rows), float32; exp (batch, rows) int32 or null:

@@ -11,12 +11,15 @@
 //          float64) byte for byte against their per-thread code on the host.
 //   split: the fused path's split kernels (both layouts, every slice type)
 //          byte for byte against their per-thread code on the host.
+//   f32:   the FP32-operand fused kernels (split in shared memory) against
+//          the float64 sum of the host's slice products; FP32's values
+//          where an operand holds NaN, Inf or a value past bf16's range.
 //   crt:   the Ozaki II reconstruction kernel (from int32 products or uint8
 //          residues) against the same code on the host.
 // Built by CMake with -DJAXEMU_KERNEL_CHECK=ON (scripts/sanitize_kernels.sh
 // runs it under the sanitizer's tools); prints one line per case.
 //
-//   jaxemu_kernel_check [--list] [--family fused|int8|residues|split|crt] [--start N] [--count N]
+//   jaxemu_kernel_check [--list] [--family fused|f32|int8|residues|split|crt] [--start N] [--count N]
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -329,6 +332,181 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
   *detail = buf;
   if (c.with_inf) return inf_seen && worst <= bound;
   return worst <= bound;
+}
+
+// ----------------------------------------------------------------- f32 --
+// The kernels that read FP32 operands and split them in shared memory
+// (ffi/fused/kernel_f32.cuh): C against the float64 sum of the slice
+// products the host cuts (split.cuh's slice_of, as the kernel does), within
+// the accumulation bound of run_fused; rows with Inf, NaN or a value that
+// rounds past bf16's range take FP32's values (the fix-up kernel): there C
+// must be non-finite exactly where the float64 product of the FP32 values is,
+// and within FP32's dot-product error of it elsewhere.
+
+struct F32Case {
+  int scheme;  // index into fused_schemes(): the bf16 ones
+  int64_t batch, m, k, n;
+  int splits, kc_tiles;  // kc_tiles 0: the whole K in one chunk
+  int special;           // 0 none, 1 Inf in A, 2 NaN in B, 3 A's largest finite values
+};
+
+std::string label(const F32Case& c) {
+  static const char* special[] = {"", " inf", " nan", " huge"};
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "f32 %s %lldx%lldx%lldx%lld splits=%d kc_tiles=%d%s", fused_schemes()[c.scheme].name,
+                (long long)c.batch, (long long)c.m, (long long)c.k, (long long)c.n, c.splits, c.kc_tiles,
+                special[c.special]);
+  return buf;
+}
+
+std::vector<F32Case> f32_cases() {
+  std::vector<int> schemes;
+  for (int sc = 0; sc < int(fused_schemes().size()); ++sc) {
+    const FusedScheme& s = fused_schemes()[sc];
+    const int n = int(s.products.size());
+    // ffi/fused/generate.py F32_CONFIGS: bf16x3, bf16x6, bf16x9 and their exact-operand forms
+    if (s.type == fused::SliceType::kBF16 && (n == 3 || n == 6 || n == 9 || s.exact_a || s.exact_b) &&
+        !(n == 3 && s.slices == 3 && !s.exact_a && !s.exact_b))
+      schemes.push_back(sc);
+  }
+  const std::vector<std::array<int64_t, 4>> shapes = {  // batch, m, k, n: K and N multiples of 4
+      {1, 1, 4, 4},     {1, 7, 36, 20},    {1, 129, 132, 132}, {1, 1000, 68, 260}, {2, 127, 260, 132},
+      {3, 65, 1028, 12}, {1, 300, 2000, 300}, {1, 1, 4100, 4}, {1, 257, 32, 1000},  {1, 128, 8192, 128}};
+  std::vector<F32Case> out;
+  int i = 0;
+  for (int sc : schemes)
+    for (auto s : shapes) {
+      ++i;
+      const int kc = (i % 3 == 0) ? 0 : (i % 3 == 1 ? 1 : 8);
+      const int splits = (s[2] >= 1024 && i % 2 == 0) ? 3 : 1;
+      out.push_back({sc, s[0], s[1], s[2], s[3], splits, kc, 0});
+    }
+  for (int sc : schemes)
+    for (int sp = 1; sp <= 3; ++sp) out.push_back({sc, 1, 33, 200, 20, 1, 1, sp});
+  out.push_back({schemes[0], 1, 33, 1100, 20, 2, 1, 1});  // a special value with K-splits
+  return out;
+}
+
+bool run_f32(const F32Case& c, std::mt19937_64& rng, std::string* detail) {
+  const FusedScheme& s = fused_schemes()[c.scheme];
+  const int64_t tk = fused::kF32TileK, ktiles = (c.k + tk - 1) / tk;
+  const int sa = s.slices_a(), sb = s.slices_b();
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::uniform_int_distribution<int> bit(0, 1);
+  // A (L, M, K), B (L, K, N), FP32; an exact operand holds 0 / 1 (one-hot-like).
+  std::vector<float> a(size_t(c.batch * c.m * c.k)), b(size_t(c.batch * c.k * c.n));
+  for (auto& x : a) x = s.exact_a ? float(bit(rng)) : u(rng);
+  for (auto& x : b) x = s.exact_b ? float(bit(rng)) : u(rng);
+  if (c.special == 1) a[size_t(3 * c.k + 5)] = INFINITY;                 // row 3 of A
+  if (c.special == 2) b[size_t(7 * c.n + 2)] = NAN;                      // column 2 of B
+  if (c.special == 3) a[size_t(1 * c.k + 0)] = 3.4e38f, a[size_t(1 * c.k + 1)] = -3.4e38f;  // row 1
+  fused::SplitProblem cut;
+  cut.type = fused::SliceType::kBF16;
+  cut.lo_scale_bits = 0;
+  // The host's slices of each value (split.cuh), for the reference.
+  auto slices_of = [&](float x, int n, std::array<double, 3>& out) {
+    float r = x;
+    for (int i = 0; i < 3; ++i) {
+      const float h = i < n ? fused::slice_of(cut, r) : 0.f;
+      out[size_t(i)] = h;
+      r = r - h;
+    }
+  };
+
+  Device da(a.size() * 4), db(b.size() * 4), dc(size_t(c.batch * c.m * c.n) * 4);
+  Device dp(size_t(c.splits > 1 ? c.splits * c.batch * c.m * c.n : 1) * 4), df(4);
+  upload(da, a);
+  upload(db, b);
+  fused::Problem p;
+  p.a = da.ptr;
+  p.b = db.ptr;
+  p.c = static_cast<float*>(dc.ptr);
+  p.m = c.m;
+  p.n = c.n;
+  p.k = c.k;
+  p.batch = c.batch;
+  p.sa = sa;
+  p.sb = sb;
+  p.splits = c.splits;
+  p.nterms = int(s.products.size());
+  for (int t = 0; t < p.nterms; ++t) {
+    const auto pr = s.products[p.nterms - 1 - t];  // smallest first
+    p.term_a[t] = pr.first;
+    p.term_b[t] = pr.second;
+    p.term_exp[t] = 0;
+    p.kc_tiles[t] = c.kc_tiles ? int(std::min<int64_t>(c.kc_tiles, ktiles)) : int(ktiles);
+  }
+  fused::SplitF32 f32;
+  f32.partials = c.splits > 1 ? static_cast<float*>(dp.ptr) : nullptr;
+  f32.flags = static_cast<int32_t*>(df.ptr);
+  std::string why = fused::check_f32(p, cut, f32);
+  if (!why.empty()) {
+    *detail = "check_f32 refused a valid problem: " + why;
+    return false;
+  }
+  CHECK_CUDA(cudaMemset(dc.ptr, 0xFF, size_t(c.batch * c.m * c.n) * 4));  // NaN: an unwritten entry fails
+  why = fused::run_f32(p, cut, f32, nullptr);
+  if (!why.empty()) {
+    *detail = "run_f32: " + why;
+    return false;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = download<float>(dc, size_t(c.batch * c.m * c.n));
+
+  // Rows of A / columns of B that hold a value the slices cannot carry.
+  auto special_value = [](float x) {  // NaN, Inf, or past the midpoint of bf16's largest value and 2^128
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return (u & 0x7FFFFFFFu) >= 0x7F7F8000u;
+  };
+  std::vector<std::array<double, 3>> as(a.size()), bs(b.size());
+  for (size_t i = 0; i < a.size(); ++i) slices_of(a[i], sa, as[i]);
+  for (size_t i = 0; i < b.size(); ++i) slices_of(b[i], sb, bs[i]);
+  double worst = 0, worst_fp32 = 0;
+  int wrong_special = 0;
+  for (int64_t l = 0; l < c.batch; ++l)
+    for (int64_t i = 0; i < c.m; ++i) {
+      bool row_special = false;
+      for (int64_t k = 0; k < c.k; ++k) row_special |= special_value(a[size_t((l * c.m + i) * c.k + k)]);
+      for (int64_t j = 0; j < c.n; ++j) {
+        bool special = row_special;
+        for (int64_t k = 0; k < c.k; ++k) special |= special_value(b[size_t((l * c.k + k) * c.n + j)]);
+        const double v = got[size_t((l * c.m + i) * c.n + j)];
+        double ref = 0, mag = 0;
+        if (special) {  // FP32's semantics: the float64 product of the FP32 values
+          for (int64_t k = 0; k < c.k; ++k) {
+            const double x = a[size_t((l * c.m + i) * c.k + k)], y = b[size_t((l * c.k + k) * c.n + j)];
+            ref += x * y;
+            mag += std::fabs(x * y);
+          }
+          if (!std::isfinite(ref)) {
+            wrong_special += std::isfinite(v) || (std::isnan(ref) != std::isnan(v));
+            continue;
+          }
+          const double err = std::fabs(v - ref) / (mag > 0 ? mag : 1.0);
+          worst_fp32 = std::isnan(err) ? INFINITY : std::max(worst_fp32, err);
+          continue;
+        }
+        for (auto pr : s.products)
+          for (int64_t k = 0; k < c.k; ++k) {
+            const double x = as[size_t((l * c.m + i) * c.k + k)][size_t(pr.first)];
+            const double y = bs[size_t((l * c.k + k) * c.n + j)][size_t(pr.second)];
+            ref += x * y;
+            mag += std::fabs(x * y);
+          }
+        const double err = std::fabs(v - ref) / (mag > 0 ? mag : 1.0);
+        worst = std::isnan(err) ? INFINITY : std::max(worst, err);
+      }
+    }
+  // As run_fused: 2^-20 of sum |terms| per 1024 K-steps of a chunk, random-walk growth.
+  const double steps = double(tk) * (c.kc_tiles ? std::min<int64_t>(c.kc_tiles, ktiles) : ktiles);
+  const double bound = std::ldexp(1.0, -20) * std::max(1.0, std::sqrt(steps / 1024));
+  const double bound_fp32 = std::ldexp(1.0, -23) * double(c.k);  // FP32's dot-product error bound
+  char buf[240];
+  std::snprintf(buf, sizeof buf, "max error %.2e of sum |terms| (bound %.2e); FP32 entries %.2e (bound %.2e); %d special "
+                "entries wrong", worst, bound, worst_fp32, bound_fp32, wrong_special);
+  *detail = buf;
+  return worst <= bound && worst_fp32 <= bound_fp32 && wrong_special == 0;
 }
 
 // ----------------------------------------------------------------- int8 --
@@ -815,7 +993,7 @@ int main(int argc, char** argv) {
     else if (a == "--start" && i + 1 < argc) start = std::atol(argv[++i]);
     else if (a == "--count" && i + 1 < argc) count = std::atol(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--list] [--family fused|int8|residues|split|crt] [--start N] [--count N]\n",
+      std::fprintf(stderr, "usage: %s [--list] [--family fused|f32|int8|residues|split|crt] [--start N] [--count N]\n",
                    argv[0]);
       return 2;
     }
@@ -831,6 +1009,7 @@ int main(int argc, char** argv) {
   const auto rc = residue_cases();
   const auto sc = split_cases();
   const auto cc = crt_cases();
+  const auto f32c = f32_cases();
   if (family.empty() || family == "fused")
     for (size_t i = 0; i < fc.size(); ++i) cases.push_back({label(fc[i]), 0, i});
   if (family.empty() || family == "int8")
@@ -841,6 +1020,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < rc.size(); ++i) cases.push_back({label(rc[i]), 3, i});
   if (family.empty() || family == "split")
     for (size_t i = 0; i < sc.size(); ++i) cases.push_back({label(sc[i]), 4, i});
+  if (family.empty() || family == "f32")
+    for (size_t i = 0; i < f32c.size(); ++i) cases.push_back({label(f32c[i]), 5, i});
   const long end = count < 0 ? long(cases.size()) : std::min(long(cases.size()), start + count);
   if (list) {
     for (long i = start; i < end; ++i) std::printf("%ld %s\n", i, cases[size_t(i)].label.c_str());
@@ -861,7 +1042,8 @@ int main(int argc, char** argv) {
               : e.family == 1 ? run_int8(ic[e.index], rng, &detail)
               : e.family == 2 ? run_crt(cc[e.index], rng, &detail)
               : e.family == 3 ? run_residues(rc[e.index], rng, &detail)
-                              : run_split(sc[e.index], rng, &detail);
+              : e.family == 4 ? run_split(sc[e.index], rng, &detail)
+                              : run_f32(f32c[e.index], rng, &detail);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
       ok = false;

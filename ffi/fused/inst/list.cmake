@@ -19,4 +19,11 @@ set(JAXEMU_FUSED_INSTANCES
   fused/inst/fused_bf16_s3x1_n128_t3.cu
   fused/inst/fused_tf32_s1x2_n128_t2.cu
   fused/inst/fused_tf32_s2x1_n128_t2.cu
+  fused/inst/f32_bf16_s2_t3.cu
+  fused/inst/f32_bf16_s3_t6.cu
+  fused/inst/f32_bf16_s3_t9.cu
+  fused/inst/f32_bf16_s1x2_t2.cu
+  fused/inst/f32_bf16_s2x1_t2.cu
+  fused/inst/f32_bf16_s1x3_t3.cu
+  fused/inst/f32_bf16_s3x1_t3.cu
 )

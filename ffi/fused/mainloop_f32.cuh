@@ -1,0 +1,140 @@
+// Mainloop of the FP32-operand fused GEMM (traits_f32.cuh): the producer
+// thread streams FP32 K-tiles of A and B; the consumers cut each into slice
+// tiles (transform.cuh) and multiply them.
+//
+// One step per K-tile t, in both consumer warpgroups:
+//   issue every term's wgmma on slice buffer t % 2 (one group);
+//   cut K-tile t + 1's FP32 stage into buffer (t + 1) % 2 while they run,
+//   release that stage to the producer;
+//   wait for the wgmma (wait_group 0), then a barrier of both warpgroups:
+//   buffer (t + 1) % 2 is whole (each warpgroup cut half of B) and no wgmma
+//   reads buffer t % 2 any more, which step t + 1 overwrites.
+// Nothing is in flight across the loop's back edge, the order in which ptxas
+// lets CUDA-core work run beside wgmma without serializing them
+// (scripts/wgmma_overlap.cu, ORDER 1; docs/performance.md stop 31). The
+// promotion of the partial into the FP32 total follows the chunks of
+// mainloop.cuh (KChunks, TermPlan: one group, every term weighs 2^0).
+#pragma once
+
+#include "cute/tensor.hpp"
+#include "cutlass/arch/barrier.h"
+#include "cutlass/pipeline/sm90_pipeline.hpp"
+
+#include "scheduler.cuh"
+#include "traits_f32.cuh"
+#include "transform.cuh"
+
+namespace jaxemu {
+namespace fused {
+
+template <class T>
+struct MainloopF32 {
+  using Pipeline = typename T::Pipeline;
+  using PipelineState = typename T::PipelineState;
+  static constexpr int TM = T::kTileM, TN = T::kTileN, TK = T::kTileK, SA = T::kSlicesA, SB = T::kSlicesB;
+  // The consumers' barrier between steps (ids 1 and 2 are the TMA-store
+  // epilogue's, per warpgroup, in kernels that have one).
+  static constexpr uint32_t kStepBarrier = 3;
+
+  // Producer: one thread, one FP32 box of A and one of B per K-tile of the
+  // work item's K range (TMA fills rows, columns and K past the ends with 0).
+  static __device__ __forceinline__ void load(typename T::Params const& params, Pipeline& pipeline, PipelineState& write,
+                              typename T::SharedStorage& smem, WorkTile const& w) {
+    const Problem& p = params.problem;
+    Tensor mA = params.tma_a.get_tma_tensor(make_shape(int(p.m), int(p.k), int(p.batch)));  // (M, K, L)
+    Tensor mB = params.tma_b.get_tma_tensor(make_shape(int(p.n), int(p.k), int(p.batch)));  // (N, K, L)
+    Tensor gA = local_tile(mA(_, _, w.l), Shape<Int<TM>, Int<TK>>{}, make_coord(w.m_blk, _));  // (TM, TK, k-tile)
+    Tensor gB = local_tile(mB(_, _, w.l), Shape<Int<TN>, Int<TK>>{}, make_coord(w.n_blk, _));  // (TN, TK, k-tile)
+    Tensor sA = make_tensor(make_smem_ptr(smem.a32.data()), typename T::SmemLayoutA32{});     // (TM, TK, stage)
+    Tensor sB = make_tensor(make_smem_ptr(smem.b32.data()), typename T::SmemLayoutB32{});
+    auto tma_a = params.tma_a.get_slice(0);
+    auto tma_b = params.tma_b.get_slice(0);
+    Tensor tAgA = tma_a.partition_S(gA);  // (TMA, TMA_M, TMA_K, k-tile)
+    Tensor tAsA = tma_a.partition_D(sA);  // (TMA, TMA_M, TMA_K, stage)
+    Tensor tBgB = tma_b.partition_S(gB);
+    Tensor tBsB = tma_b.partition_D(sB);
+    const KChunks range(params.plan, params.k_tiles, w.split, p.splits);
+    for (int kt = range.kb; kt < range.ke; ++kt) {
+      pipeline.producer_acquire(write);
+      auto* bar = pipeline.producer_get_barrier(write);
+      copy(params.tma_a.with(*bar, 0), tAgA(_, _, _, kt), tAsA(_, _, _, write.index()));
+      copy(params.tma_b.with(*bar, 0), tBgB(_, _, _, kt), tBsB(_, _, _, write.index()));
+      ++write;
+    }
+  }
+
+  // Wait for the FP32 stage at `read`, cut it into slice buffer `buf`, give
+  // the stage back, and make the slices visible to the tensor cores' reads.
+  static __device__ __forceinline__ void cut(typename T::Params const& params, Pipeline& pipeline, PipelineState& read,
+                             typename T::SharedStorage& smem, typename Transform<T>::Offsets const& o, int buf) {
+    pipeline.consumer_wait(read);
+    Transform<T>::run(params.cut, smem, o, read.index(), buf);
+    pipeline.consumer_release(read);
+    ++read;
+    cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read by wgmma (async proxy)
+  }
+
+  static __device__ __forceinline__ void step_barrier() { cutlass::arch::NamedBarrier::sync(128 * T::kConsumerWarpgroups, kStepBarrier); }
+
+  template <class Acc, class FragA, class FragB>
+  static __device__ __forceinline__ void term(typename T::TiledMma& tiled_mma, FragA const& tCrA, FragB const& tCrB, int ia, int ib,
+                              Acc& acc, bool fresh) {
+    tiled_mma.accumulate_ = fresh ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+    CUTLASS_PRAGMA_UNROLL
+    for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+      cute::gemm(tiled_mma, tCrA(_, _, kb, ia), tCrB(_, _, kb, ib), acc);
+      tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+  }
+
+  template <class Accum>
+  static __device__ __forceinline__ void promote(Accum& total, Accum& partial, int exp) {
+    const float weight = __int_as_float((exp + 127) << 23);  // 2^exp, |exp| <= 126
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(total); ++i) total(i) = fmaf(partial(i), weight, total(i));
+  }
+
+  // Consumers: the whole K-loop of one work item into `total` (FP32).
+  template <class Accum, class ThrMma>
+  static __device__ __forceinline__ void mma(typename T::Params const& params, Pipeline& pipeline, PipelineState& read,
+                             typename T::SharedStorage& smem, WorkTile const& w, typename T::TiledMma& tiled_mma,
+                             ThrMma const& thr_mma, typename Transform<T>::Offsets const& o, Accum& total) {
+    const Problem& p = params.problem;
+    const TermPlan& plan = params.plan;
+    Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
+    Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});
+    Tensor tCrA = thr_mma.make_fragment_A(thr_mma.partition_A(sA));  // smem descriptors (.., slice + SA buf)
+    Tensor tCrB = thr_mma.make_fragment_B(thr_mma.partition_B(sB));
+    clear(total);
+    Tensor p0 = make_fragment_like(total);
+    KChunks it(plan, params.k_tiles, w.split, p.splits);
+    int to_cut = it.ke - it.kb;  // K-tiles of this item not yet cut
+    cut(params, pipeline, read, smem, o, 0);
+    --to_cut;
+    step_barrier();
+    int buf = 0;
+    for (; !it.done(); it.next()) {
+      const int n = it.kt_end - it.kt_begin;
+      for (int i = 0; i < n; ++i) {
+        warpgroup_fence_operand(p0);
+        warpgroup_arrive();
+        CUTLASS_PRAGMA_UNROLL
+        for (int t = 0; t < T::kTerms0; ++t)
+          term(tiled_mma, tCrA, tCrB, SA * buf + p.term_a[t], SB * buf + p.term_b[t], p0, t == 0 && i == 0);
+        warpgroup_commit_batch();
+        if (to_cut > 0) {  // the next K-tile's slices, under this one's wgmma
+          cut(params, pipeline, read, smem, o, buf ^ 1);
+          --to_cut;
+        }
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(p0);
+        step_barrier();
+        buf ^= 1;
+      }
+      promote(total, p0, plan.exp[0]);
+    }
+  }
+};
+
+}  // namespace fused
+}  // namespace jaxemu

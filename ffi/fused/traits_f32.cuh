@@ -1,0 +1,141 @@
+// Compile-time configuration of the fused GEMM that reads FP32 operands and
+// splits them in shared memory ("split in kernel"; docs/performance.md, stop
+// 32): each operand crosses DRAM once, as FP32, instead of three times (a
+// statistics pass, the split kernel's read and write, the GEMM's read of
+// the slices). The k-means centre update (1024 x 2^20 x 256) spends ~7 of
+// its ~11 ms in those passes with the slices made outside (stop 22's ncu).
+//
+// Roles (kernel_f32.cuh): warpgroup 0's first thread streams FP32 K-tiles of
+// A and B through a TMA pipeline; the two consumer warpgroups split each
+// K-tile into the stage's slices in shared memory (transform.cuh) while the
+// tensor cores run the previous K-tile's wgmma, then multiply.
+//
+// First configuration: 16-bit slices without scaling (bf16x3, bf16x6,
+// bf16x9: no row statistics needed before a slice exists). fp16's row
+// scaling needs each row's exponent first; tf32 needs K-major B (wgmma
+// reads tf32 K-major only) and B arrives (K, N).
+#pragma once
+
+#include "cute/tensor.hpp"
+#include "cute/atom/mma_atom.hpp"
+#include "cute/atom/copy_traits_sm90_tma.hpp"
+#include "cute/arch/mma_sm90.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/numeric_types.h"
+#include "cutlass/pipeline/sm90_pipeline.hpp"
+
+#include "params.h"
+#include "scheduler.cuh"
+
+namespace jaxemu {
+namespace fused {
+
+using namespace cute;
+
+template <class Element_, int SlicesA_, int SlicesB_, int Terms0_>
+struct TraitsF32 {
+  using Element = Element_;  // the slice format: cutlass::bfloat16_t
+  static_assert(sizeof(Element) == 2, "16-bit slices (wgmma reads B MN-major only for 16-bit types)");
+  static constexpr int kTileM = 128;  // two consumer warpgroups of 64 rows
+  static constexpr int kTileN = 128;
+  // 32 K-steps per K-tile: one 128-byte row of FP32 per tile row (the TMA
+  // box's swizzle width), and two buffers of slice tiles next to the FP32
+  // stages (below).
+  static constexpr int kTileK = 32;
+  static constexpr int kSlicesA = SlicesA_;
+  static constexpr int kSlicesB = SlicesB_;
+  // One term weight (unscaled 16-bit slices: every term weighs 2^0), so one
+  // partial accumulator; the terms' count fixed at compile time (one wgmma
+  // group per K-tile, traits.cuh).
+  static constexpr int kPartials = 1;
+  static constexpr int kTerms0 = Terms0_;
+  static constexpr int kTerms1 = 0;
+  static constexpr bool kFixedTerms = true;
+  static_assert(kTerms0 >= 1 && kTerms0 <= kSlicesA * kSlicesB, "terms: pairs of slices");
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+  // Registers after setmaxnreg, as traits.cuh (one partial): the transform
+  // runs in the consumers, next to their two 64-float accumulators.
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= kThreads * 168,
+                "setmaxnreg beyond the registers the CTA was launched with");
+  // C from registers (the register path of epilogue.cuh): the FP32 stages
+  // and the slice buffers take all of shared memory.
+  static constexpr bool kTmaStore = false;
+
+  // FP32 staging, as TMA writes it: A (TM, TK) K-major, B (TN, TK) with N
+  // contiguous (B arrives (K, N) row-major), both in 128-byte swizzle rows
+  // (32 floats), so that a warp's 16-byte reads of 4 whole rows are free of
+  // bank conflicts.
+  using SmemTileA32 = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
+                                             make_shape(Int<kTileM>{}, Int<kTileK>{})));
+  using SmemTileB32 = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<float>{},
+                                             make_shape(Int<kTileN>{}, Int<kTileK>{})));
+  static constexpr int kStageFloats = int(cosize_v<SmemTileA32> + cosize_v<SmemTileB32>);
+  // Slice tiles, as wgmma reads them: A K-major (64-byte swizzle: 32 16-bit
+  // K-steps per row), B MN-major; two buffers (the consumers write one while
+  // the tensor cores read the other).
+  static constexpr int kBuffers = 2;
+  using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW64_Atom<Element>{},
+                                             make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kSlicesA * kBuffers>{})));
+  using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                             make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kSlicesB * kBuffers>{})));
+  static constexpr int kSliceBytes = int(sizeof(Element)) * int(cosize_v<SmemLayoutA> + cosize_v<SmemLayoutB>);
+  // FP32 stages: as many as fit beside the slice buffers in 227 KB (bf16x6:
+  // 96 KB of slices, four stages of 32 KB).
+  static constexpr int kStages = (227 * 1024 - 1024 - kSliceBytes) / (4 * kStageFloats);
+  static_assert(kStages >= 2, "no room for two FP32 stages");
+  using SmemLayoutA32 = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
+                                               make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kStages>{})));
+  using SmemLayoutB32 = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<float>{},
+                                               make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kStages>{})));
+
+  using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<kTileK>>;
+  using MmaAtom = decltype(GMMA::ss_op_selector<Element, Element, float, TileShape, GMMA::Major::K, GMMA::Major::MN>());
+  using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kConsumerWarpgroups>, _1, _1>>{}));
+
+  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
+  using PipelineState = typename Pipeline::PipelineState;
+
+  // Global operands as TMA sees them: A (M, K, L) K contiguous; B (N, K, L)
+  // N contiguous (the (L, K, N) row-major array read column-wise).
+  using GmemLayoutA = Layout<Shape<int32_t, int32_t, int32_t>, Stride<int64_t, _1, int64_t>>;
+  using GmemLayoutB = Layout<Shape<int32_t, int32_t, int32_t>, Stride<_1, int64_t, int64_t>>;
+  static CUTLASS_HOST_DEVICE GmemLayoutA gmem_layout_a(int32_t m, int32_t k, int32_t batch) {
+    return make_layout(make_shape(m, k, batch), make_stride(int64_t(k), _1{}, int64_t(m) * k));
+  }
+  static CUTLASS_HOST_DEVICE GmemLayoutB gmem_layout_b(int32_t n, int32_t k, int32_t batch) {
+    return make_layout(make_shape(n, k, batch), make_stride(_1{}, int64_t(n), int64_t(n) * k));
+  }
+  using TmaA = decltype(make_tma_copy(SM90_TMA_LOAD{},
+                                      make_tensor(make_gmem_ptr(static_cast<float const*>(nullptr)), GmemLayoutA{}),
+                                      SmemTileA32{}, make_shape(Int<kTileM>{}, Int<kTileK>{}), _1{}));
+  using TmaB = decltype(make_tma_copy(SM90_TMA_LOAD{},
+                                      make_tensor(make_gmem_ptr(static_cast<float const*>(nullptr)), GmemLayoutB{}),
+                                      SmemTileB32{}, make_shape(Int<kTileN>{}, Int<kTileK>{}), _1{}));
+  static constexpr uint32_t kTmaBytesPerStage = uint32_t(4 * kStageFloats);
+
+  struct SharedStorage {
+    cute::array_aligned<float, cosize_v<SmemLayoutA32>, 1024> a32;
+    cute::array_aligned<float, cosize_v<SmemLayoutB32>, 1024> b32;
+    cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
+    cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
+    typename Pipeline::SharedStorage pipeline;
+  };
+
+  struct Params {
+    TmaA tma_a;
+    TmaB tma_b;
+    bool tma_store;  // always false here (epilogue.cuh reads it)
+    Problem problem;
+    TermPlan plan;
+    int k_tiles;
+    TileScheduler sched;
+    SplitProblem cut;  // how the consumers cut each value (only its type, slices, lo_scale_bits, truncate)
+    SplitF32 f32;      // split-K partials and the special-value flag (params.h)
+  };
+};
+
+}  // namespace fused
+}  // namespace jaxemu
