@@ -108,6 +108,80 @@ JAXEMU_FUSED_HANDLER(kFusedBF16, kBF16, BF16)
 JAXEMU_FUSED_HANDLER(kFusedFP16, kFP16, F16)
 JAXEMU_FUSED_HANDLER(kFusedTF32, kTF32, F32)
 
+// The fused GEMM on FP32 operands, split in shared memory (fused.h:
+// run_f32; bf16 slices): a (L, M, K) and b (L, K, N) float32; out C (L, M,
+// N) float32, and two work buffers the kernel needs: the K-splits' partials
+// (splits, L, M, N) float32 (one element when splits == 1) and the
+// special-value flag (1,) int32.
+ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> c,
+                        ffi::Result<ffi::AnyBuffer> partials, ffi::Result<ffi::AnyBuffer> flags,
+                        ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b,
+                        ffi::Span<const int64_t> term_exp, ffi::Span<const int64_t> kc_tiles, int64_t splits,
+                        int64_t slices_a, int64_t slices_b, int64_t lo_scale_bits) {
+  auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
+  if (a.element_type() != ffi::DataType::F32 || b.element_type() != ffi::DataType::F32 ||
+      c->element_type() != ffi::DataType::F32 || partials->element_type() != ffi::DataType::F32 ||
+      flags->element_type() != ffi::DataType::S32)
+    return ffi::Error::InvalidArgument("jaxemu fused f32: a, b, c and partials float32, flags int32");
+  if (da.size() != 3 || db.size() != 3 || dc.size() != 3 || db[0] != da[0] || db[1] != da[2] || dc[0] != da[0] ||
+      dc[1] != da[1] || dc[2] != db[2])
+    return ffi::Error::InvalidArgument("jaxemu fused f32: expected A (L, M, K), B (L, K, N), C (L, M, N); got " +
+                                       shape_str(da) + ", " + shape_str(db) + ", " + shape_str(dc));
+  const size_t nt = term_a.size();
+  if (nt < 1 || nt > size_t(fused::kMaxTerms) || term_b.size() != nt || term_exp.size() != nt || kc_tiles.size() != nt)
+    return ffi::Error::InvalidArgument("jaxemu fused f32: term arrays must have equal lengths in 1..9");
+  fused::Problem p;
+  p.a = a.untyped_data();
+  p.b = b.untyped_data();
+  p.c = static_cast<float*>(c->untyped_data());
+  p.batch = da[0];
+  p.m = da[1];
+  p.k = da[2];
+  p.n = db[2];
+  p.sa = int(slices_a);
+  p.sb = int(slices_b);
+  p.splits = int(splits);
+  p.nterms = int(nt);
+  for (size_t i = 0; i < nt; ++i) {
+    p.term_a[i] = int(term_a[i]);
+    p.term_b[i] = int(term_b[i]);
+    p.term_exp[i] = int(term_exp[i]);
+    p.kc_tiles[i] = int(kc_tiles[i]);
+  }
+  if (partials->element_count() < (splits > 1 ? splits * p.batch * p.m * p.n : 1) || flags->element_count() < 1)
+    return ffi::Error::InvalidArgument("jaxemu fused f32: work buffers too small");
+  fused::SplitProblem cut;
+  cut.type = fused::SliceType::kBF16;
+  cut.lo_scale_bits = int(lo_scale_bits);
+  fused::SplitF32 f32;
+  f32.partials = splits > 1 ? static_cast<float*>(partials->untyped_data()) : nullptr;
+  f32.flags = static_cast<int32_t*>(flags->untyped_data());
+  if (p.m == 0 || p.n == 0 || p.batch == 0) return ffi::Error::Success();
+  if (p.k == 0) return ffi::Error::InvalidArgument("jaxemu fused f32: K = 0 must be handled by the caller");
+  std::string why = fused::check_f32(p, cut, f32);
+  if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu fused f32: " + why);
+  why = fused::run_f32(p, cut, f32, stream);
+  if (!why.empty()) return ffi::Error::Internal("jaxemu fused f32: " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kFusedF32, FusedF32Impl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()  // a: (L, M, K) f32
+                           .Arg<ffi::AnyBuffer>()  // b: (L, K, N) f32
+                           .Ret<ffi::AnyBuffer>()  // c: (L, M, N) f32
+                           .Ret<ffi::AnyBuffer>()  // partials: (splits, L, M, N) f32, or (1,)
+                           .Ret<ffi::AnyBuffer>()  // flags: (1,) int32
+                           .Attr<ffi::Span<const int64_t>>("term_a")
+                           .Attr<ffi::Span<const int64_t>>("term_b")
+                           .Attr<ffi::Span<const int64_t>>("term_exp")
+                           .Attr<ffi::Span<const int64_t>>("kc_tiles")
+                           .Attr<int64_t>("splits")
+                           .Attr<int64_t>("slices_a")
+                           .Attr<int64_t>("slices_b")
+                           .Attr<int64_t>("lo_scale_bits"));
+
 // The fused path's operand split (fused/params.h: SplitProblem): x (L, R, K),
 // or (L, K, R) with `transposed`, float32; row exponents (L, R) int32 or
 // empty -> slices (L, R, K_out / TK, S, TK) of the slice dtype, and the
@@ -440,6 +514,7 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_fused_fp16"] = capsule(kFusedFP16);
     d["jaxemu_fused_tf32"] = capsule(kFusedTF32);
     d["jaxemu_fused_split"] = capsule(kFusedSplit);
+    d["jaxemu_fused_f32"] = capsule(kFusedF32);
     d["jaxemu_int8_gemm"] = capsule(kInt8Gemm);
     d["jaxemu_int8_gemm_residues"] = capsule(kInt8GemmResidues);
     d["jaxemu_ozaki2_residues"] = capsule(kOzakiResidues);

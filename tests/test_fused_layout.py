@@ -182,6 +182,35 @@ def test_launch_heuristic():
     assert F.launch_config(1, 1, 64, 1, f16, 132).splits == 1
 
 
+def test_f32_operand_kernels_match_the_generated_ones_and_are_opt_in(monkeypatch):
+    # cuda_fused.F32_KERNELS mirrors generate.py's F32_CONFIGS; the kernel
+    # runs only where it was built, with the switch on (not yet GPU-verified).
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "generate", Path(__file__).resolve().parents[1] / "ffi" / "fused" / "generate.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert tuple((*gen.slice_counts(sl), t) for sl, t in gen.F32_CONFIGS) == F.F32_KERNELS
+    x6 = jaxemu.get_scheme("bf16x6")
+    monkeypatch.delenv("JAXEMU_CUDA_F32_OPERANDS", raising=False)
+    assert not F.f32_kernel(x6, 256, 128)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "1")
+    for name in ("bf16x3", "bf16x6", "bf16x9"):
+        s = jaxemu.get_scheme(name)
+        assert F.f32_kernel(s, 256, 128) and F.f32_kernel(s.with_exact(True, False), 256, 128), name
+        assert F.f32_kernel(s.with_exact(False, True), 4, 4), name
+        assert not F.f32_kernel(s, 258, 128) and not F.f32_kernel(s, 256, 130), name  # TMA's 16-byte rows
+    for name in ("fp16x3", "fp16x3_bitcut", "tf32x3"):
+        assert not F.f32_kernel(jaxemu.get_scheme(name), 256, 128), name
+    # promotion intervals in the kernel's 32-wide K-tiles: twice the 64-wide count
+    t32, t64 = F.terms_of(x6, 1 << 16, 32), F.terms_of(x6, 1 << 16)
+    assert t32.kc_tiles == tuple(2 * x for x in t64.kc_tiles) and t32.a == t64.a and t32.b == t64.b
+    # K-splits only where the 128 x 128 tiles cannot fill the GPU
+    assert F.f32_splits(8192, 8192, 8192, 1) == 1
+    sp = F.f32_splits(1024, 256, 1 << 20, 1)
+    assert 2 <= sp <= F.MAX_SPLITS and 16 * sp <= 2 * F.sm_count()
+
+
 def test_kernel_table_matches_the_generated_kernels():
     # cuda_fused.KERNELS mirrors ffi/fused/generate.py's CONFIGS (the
     # instantiations that exist), so the backend never asks for a kernel

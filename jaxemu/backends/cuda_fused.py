@@ -26,6 +26,13 @@ through unchanged (kNN, 8192 x 128 x 262144: 5.6 of 19.5 ms on an H100).
 So the common case reads each operand once (twice for fp16's row scaling)
 and writes C once.
 
+Opt-in (JAXEMU_CUDA_F32_OPERANDS=1, not yet verified on a GPU): bf16 schemes
+on the kernel that reads the FP32 operands themselves and splits each K-tile
+in shared memory (ffi/fused/kernel_f32.cuh, ``f32_product``): each operand
+crosses DRAM once, and the special values are settled on the device, inside
+the same FFI call (a fix-up kernel that returns at once unless the GEMM
+found an entry that is not finite): no conditional, no pass over C.
+
 Promotion: the term table gives each term an interval: level-0 (hi*hi)
 products every kc K-steps (the scheme's kc, rounded to whole tiles); a
 level-L term is ~2^-(L*p) smaller (p = 8 bits for bf16, 11-12 for
@@ -142,11 +149,11 @@ class Terms(NamedTuple):
     kc_tiles: Tuple[int, ...]
 
 
-def terms_of(s: FloatSplit, k: int) -> Terms:
+def terms_of(s: FloatSplit, k: int, tk: int = 0) -> Terms:
     """The kernel's term table: slice products smallest level first (the
     order the xla backend adds levels), each weighted 2^(-sb * level), and its
-    promotion interval in tiles."""
-    tk = tile_k(s.fmt)
+    promotion interval in tiles of ``tk`` K-steps (default: tile_k)."""
+    tk = tk or tile_k(s.fmt)
     k_tiles = max(1, -(-k // tk))
     a, b, e, kc = [], [], [], []
     for lvl, pairs in s.levels:
@@ -347,6 +354,8 @@ def fused_product(a, b, s: FloatSplit, scales=None, fits: bool = False):
     n = b.shape[2]
     if a.size == 0 or b.size == 0:
         return jnp.zeros((bsz, m, n), jnp.float32)
+    if f32_kernel(s, k, n):  # the operands split in the kernel, special values on the device
+        return f32_product(a, b, s)
     a_split, b_split = split_operands(a, b, s, scales)
 
     def operands():  # in the special-value branch: an exact operand rebuilt from its slice
@@ -357,6 +366,62 @@ def fused_product(a, b, s: FloatSplit, scales=None, fits: bool = False):
         fits=True if fits else xla_backend.product_fits(a_split[2], b_split[2], k),
         plain=lambda: split_product(a_split, b_split, s),
         operands=operands)
+
+
+# The kernels that read FP32 operands and split them in shared memory
+# (ffi/fused/kernel_f32.cuh; ffi/fused/generate.py's F32_CONFIGS, which
+# tests/test_fused_layout.py checks this against): (A's slices, B's slices,
+# terms), bf16 slices, 128 x 128 tiles of 32 K-steps.
+F32_KERNELS = ((2, 2, 3), (3, 3, 6), (3, 3, 9), (1, 2, 2), (2, 1, 2), (1, 3, 3), (3, 1, 3))
+F32_TILE_K = 32
+
+
+def f32_kernel(s: FloatSplit, k: int, n: int) -> bool:
+    """Whether ``s`` runs on the FP32-operand kernel at this K and N: opt-in
+    (JAXEMU_CUDA_F32_OPERANDS=1, switches.py: not yet verified on a GPU);
+    bf16 slices rounded to nearest, unscaled, one term weight, a kernel
+    built for its slice and term counts, and K, N multiples of 4 (TMA's
+    16-byte row strides of A (L, M, K) and B (L, K, N))."""
+    return (switches.enabled("f32_operands") and s.fmt == "bf16" and s.split == "rn" and s.scaling == "none"
+            and term_weights(s) == 1 and (s.slices_of(0), s.slices_of(1), len(s.products)) in F32_KERNELS
+            and k > 0 and k % 4 == 0 and n % 4 == 0)
+
+
+def f32_splits(m: int, n: int, k: int, batch: int) -> int:
+    """K-splits of the FP32-operand kernel (launch_config's rule at its
+    128 x 128 tiles): only when the output tiles cannot fill the GPU."""
+    work = -(-m // TILE_M) * -(-n // 128) * batch
+    k_tiles = max(1, -(-k // F32_TILE_K))
+    best, best_cost = 1, 1.0
+    if work < sm_count():
+        for sp in range(2, min(MAX_SPLITS, k_tiles // 8) + 1):
+            cost = math.ceil(work * sp / sm_count()) / sp
+            if cost < best_cost * 0.95:
+                best, best_cost = sp, cost
+    return best
+
+
+def f32_product(a, b, s: FloatSplit):
+    """``s``'s product of float32 (L, M, K) x (L, K, N) on the FP32-operand
+    kernel (``f32_kernel``), FP32 special values included: the kernel gives
+    every entry of C that is not finite its FP32 value (NaN and Inf where the
+    FP32 product has them; FP32's own value where the emulation overflowed),
+    deciding on the device, so there is no conditional and no pass over C
+    (ffi/fused/params.h: SplitF32)."""
+    bsz, m, k = a.shape
+    n = b.shape[2]
+    t = terms_of(s, k, F32_TILE_K)
+    splits = f32_splits(m, n, k, bsz)
+    out_types = (jax.ShapeDtypeStruct((bsz, m, n), jnp.float32),
+                 jax.ShapeDtypeStruct((splits, bsz, m, n) if splits > 1 else (1,), jnp.float32),
+                 jax.ShapeDtypeStruct((1,), jnp.int32))
+    c, _, _ = jax.ffi.ffi_call("jaxemu_fused_f32", out_types)(
+        a, b,
+        term_a=np.array(t.a, np.int64), term_b=np.array(t.b, np.int64),
+        term_exp=np.array(t.exp, np.int64), kc_tiles=np.array(t.kc_tiles, np.int64),
+        splits=np.int64(splits), slices_a=np.int64(s.slices_of(0)), slices_b=np.int64(s.slices_of(1)),
+        lo_scale_bits=np.int64(s.lo_scale_bits))
+    return c
 
 
 def exact_operand(sl, k: int, transposed: bool = False):

@@ -1,0 +1,117 @@
+"""GPU tests of the FP32-operand fused kernels (ffi/fused/kernel_f32.cuh:
+bf16 schemes whose operands are split in the GEMM's shared memory), opt-in
+with JAXEMU_CUDA_F32_OPERANDS=1 (jaxemu/backends/switches.py). Skipped
+without an NVIDIA GPU and the CUDA extension."""
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gpu
+import jaxemu
+from jaxemu import testing as T
+from jaxemu.backends import cuda_fused
+
+pytestmark = gpu.MARKS
+
+BF16 = ["bf16x3", "bf16x6", "bf16x9"]
+
+
+@pytest.fixture(autouse=True)
+def f32_operands(monkeypatch):
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "1")
+
+
+def run(name, a, b):
+    return jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=name, backend="cuda"))(a, b)
+
+
+def test_one_custom_call_and_no_conditional():
+    hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6", backend="cuda")).lower(
+        jnp.ones((256, 260)), jnp.ones((260, 132))).compile().as_text()
+    assert hlo.count('custom_call_target="jaxemu_fused_f32"') == 1, hlo
+    assert "jaxemu_fused_split" not in hlo and "conditional" not in hlo, hlo
+    # N % 4 != 0: TMA cannot read B's rows; the slice path runs
+    hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6", backend="cuda")).lower(
+        jnp.ones((256, 260)), jnp.ones((260, 130))).compile().as_text()
+    assert "jaxemu_fused_f32" not in hlo and "jaxemu_fused_split" in hlo
+
+
+@pytest.mark.parametrize("law", T.LAWS)
+@pytest.mark.parametrize("name", BF16)
+def test_accuracy_against_float64_and_the_slice_path(name, law, monkeypatch):
+    a, b = T.operands(law, 2048, 4096, 2048, seed=zlib.crc32(f"{name}/{law}".encode()) % 1000)
+    ref = T.reference(a, b)
+    e32 = T.relerr(jaxemu.dot(a, b, scheme="fp32"), ref)
+    e = T.relerr(run(name, a, b), ref)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")
+    e_slices = T.relerr(run(name, a, b), ref)
+    s = jaxemu.get_scheme(name)
+    bound = 2 * e32 if s.fp32_class else s.error_bound()
+    assert e <= bound, (name, law, e, e32)
+    assert e <= 1.5 * e_slices + 1e-9, (name, law, e, e_slices)  # the same slices, the same promotions
+
+
+# K-splits (small outputs, long K), edge tiles, batches.
+@pytest.mark.parametrize("bsz,m,k,n", [(1, 1, 4, 4), (1, 7, 12, 8), (1, 129, 1032, 68), (1, 3, 65536, 12),
+                                       (1, 1000, 64, 4), (1, 257, 200, 128), (3, 130, 1 << 15, 68),
+                                       (2, 300, 96, 1024)])
+@pytest.mark.parametrize("name", ["bf16x3", "bf16x6"])
+def test_odd_shapes_long_k_and_batches(name, bsz, m, k, n):
+    rng = np.random.default_rng(m * k * n + bsz)
+    a = rng.standard_normal((bsz, m, k)).astype(np.float32)
+    b = rng.standard_normal((bsz, k, n)).astype(np.float32)
+    c = np.asarray(jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=name, backend="cuda"))(a, b), np.float64)
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    absab = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    u = 2.0**-16 if name == "bf16x3" else 2.0**-23  # its slices' share of each product, and FP32's
+    np.testing.assert_array_less(np.abs(c - ref), (4 * np.sqrt(k) * 2.0**-24 + 2 * u) * absab + 1e-30)
+
+
+def test_special_values_on_the_gpu():
+    from test_special_values import ieee_reference, planted
+    a, b = planted(np.random.default_rng(7), n=12)  # N % 4 == 0: this kernel
+    ref = ieee_reference(a, b)
+    for name in BF16:
+        c = np.asarray(run(name, a, b), np.float64)
+        np.testing.assert_array_equal(np.isnan(c), np.isnan(ref))
+        np.testing.assert_array_equal(np.isposinf(c), np.isposinf(ref))
+        np.testing.assert_array_equal(np.isneginf(c), np.isneginf(ref))
+        fin = np.isfinite(ref)
+        bound = 2.0**-20 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+        assert np.all(np.abs(c[fin] - ref[fin]) <= bound[fin] + 1e-38), name
+
+
+def test_overflow_takes_fp32s_value():
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-1, 1, (200, 300)).astype(np.float32)
+    b = rng.uniform(-1, 1, (300, 136)).astype(np.float32)
+    a[0, :] = 1e36
+    b[:, 0] = 1e36
+    c = np.asarray(run("bf16x6", a, b))
+    assert np.isposinf(c[0, 0]) and np.isfinite(c).sum() == c.size - 1
+    ref = T.reference(a, b)
+    fin = np.isfinite(c)
+    assert T.componentwise_err(np.where(fin, c, 0), a, b, np.where(fin, ref, 0)) < 1e-6
+
+
+def test_an_exact_operand():
+    rng = np.random.default_rng(3)
+    onehot = (rng.integers(0, 64, 4096)[None, :] == np.arange(64)[:, None]).astype(np.float32)  # (64, 4096)
+    x = rng.standard_normal((4096, 256)).astype(np.float32)
+    s = jaxemu.get_scheme("bf16x6").with_exact(True, False)
+    assert cuda_fused.f32_kernel(s, 4096, 256)
+    c = np.asarray(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))(onehot, x), np.float64)
+    ref = onehot.astype(np.float64) @ x.astype(np.float64)
+    np.testing.assert_array_less(np.abs(c - ref), 2.0**-21 * (onehot @ np.abs(x)) + 1e-30)
+
+
+def test_repeated_runs_are_bit_identical():
+    a, b = T.operands("uniform(-1,1)", 256, 1 << 18, 128, seed=11)
+    assert cuda_fused.f32_splits(256, 128, 1 << 18, 1) > 1
+    f = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6", backend="cuda"))
+    first = np.asarray(f(a, b))
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(f(a, b)), first)
