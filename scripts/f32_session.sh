@@ -1,0 +1,26 @@
+#!/bin/bash
+# Branch next/split-in-kernel on the GPU in one device call (docs/performance.md,
+# stop 32): the FP32-operand kernels built and checked (kernel_check --family
+# f32, then memcheck and racecheck on a slice of its cases), the GPU tests
+# (tests/test_cuda_f32.py), then timed against the slice path
+# (scripts/f32_ab.py).
+#   bash scripts/f32_session.sh          (carry .cutlass)
+set -uo pipefail
+OUT="${OUT:-/tmp/jaxemu-out}"
+export JAXEMU_CUTLASS_DIR="${JAXEMU_CUTLASS_DIR:-$PWD/.cutlass}" JAX_PLATFORMS=cuda,cpu PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+t0=$(date +%s)
+python3 -m pip install --no-build-isolation --no-deps -Cbuild-dir=build/gpu -Cbuild.verbose=false \
+  -Ccmake.define.JAXEMU_CUDA=ON -e . > "$OUT/build.log" 2>&1 &
+bp=$!
+(FAMILY=f32 TOOLS="" OUT="$OUT/kernels" JOBS=8 timeout 420 bash scripts/sanitize_kernels.sh 2>&1 | tail -3)
+wait $bp || { tail -40 "$OUT/build.log"; exit 1; }
+echo "builds + kernel_check: $(( $(date +%s) - t0 )) s"
+grep -a "^FAIL" "$OUT/kernels/plain.log" | head -5
+(FAMILY=f32 TOOLS="memcheck racecheck" CASES="--start 0 --count 12" OUT="$OUT/sanitize" TOOL_TIMEOUT=150 \
+  timeout 320 bash scripts/sanitize_kernels.sh 2>&1 | tail -3) &
+sp=$!
+timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_f32.py 2>&1 | tail -4
+wait $sp
+timeout 300 python3 scripts/f32_ab.py --hang-s 100 2>&1 | tee "$OUT/f32_ab.txt"
+echo "total: $(( $(date +%s) - t0 )) s"
