@@ -112,6 +112,18 @@ static RunFn kernel_for(SliceType t, int sa, int sb, int tile_n, const TermPlan&
   return nullptr;
 }
 
+// The term list of either kernel kind: slices that exist, weights in range, intervals >= 1.
+static std::string check_terms(const Problem& p) {
+  if (p.nterms < 1 || p.nterms > kMaxTerms) return "nterms must be in 1.." + std::to_string(kMaxTerms);
+  for (int i = 0; i < p.nterms; ++i) {
+    if (p.term_a[i] < 0 || p.term_a[i] >= p.sa || p.term_b[i] < 0 || p.term_b[i] >= p.sb)
+      return "term " + std::to_string(i) + " names a slice that does not exist";
+    if (p.term_exp[i] < -126 || p.term_exp[i] > 127) return "term weight exponent out of range";
+    if (p.kc_tiles[i] < 1) return "promotion interval must be >= 1 tile";
+  }
+  return "";
+}
+
 static const char* type_name(SliceType t) {
   return t == SliceType::kBF16 ? "bf16" : t == SliceType::kFP16 ? "fp16" : "tf32";
 }
@@ -121,14 +133,9 @@ std::string check(SliceType t, const Problem& p) {
   if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX) return "dimension too large for TMA coordinates";
   if (p.sa < 1 || p.sb < 1 || p.sa * p.batch > INT32_MAX || p.sb * p.batch > INT32_MAX) return "bad slice counts";
   if (p.k % k_align(t)) return "K = " + std::to_string(p.k) + " is not a multiple of " + std::to_string(k_align(t));
-  if (p.nterms < 1 || p.nterms > kMaxTerms) return "nterms must be in 1.." + std::to_string(kMaxTerms);
   int64_t k_tiles = (p.k + tile_k(t) - 1) / tile_k(t);
-  for (int i = 0; i < p.nterms; ++i) {
-    if (p.term_a[i] < 0 || p.term_a[i] >= p.sa || p.term_b[i] < 0 || p.term_b[i] >= p.sb)
-      return "term " + std::to_string(i) + " names a slice that does not exist";
-    if (p.term_exp[i] < -126 || p.term_exp[i] > 127) return "term weight exponent out of range";
-    if (p.kc_tiles[i] < 1) return "promotion interval must be >= 1 tile";
-  }
+  std::string bad = check_terms(p);
+  if (!bad.empty()) return bad;
   TermPlan plan;
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;
@@ -172,13 +179,8 @@ std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32&
   if (p.k % 4 || p.n % 4) return "K and N must be multiples of 4 (TMA's 16-byte row strides of A and B)";
   if (cut.type != SliceType::kBF16 || cut.truncate) return "bf16 slices rounded to nearest only";
   if (cut.lo_scale_bits < 0 || cut.lo_scale_bits > 14) return "lo_scale_bits must be in 0..14";
-  if (p.nterms < 1 || p.nterms > kMaxTerms) return "nterms must be in 1.." + std::to_string(kMaxTerms);
-  for (int i = 0; i < p.nterms; ++i) {
-    if (p.term_a[i] < 0 || p.term_a[i] >= p.sa || p.term_b[i] < 0 || p.term_b[i] >= p.sb)
-      return "term " + std::to_string(i) + " names a slice that does not exist";
-    if (p.term_exp[i] < -126 || p.term_exp[i] > 127) return "term weight exponent out of range";
-    if (p.kc_tiles[i] < 1) return "promotion interval must be >= 1 tile";
-  }
+  std::string bad = check_terms(p);
+  if (!bad.empty()) return bad;
   TermPlan plan;
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;

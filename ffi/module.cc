@@ -29,6 +29,22 @@ std::string shape_str(ffi::AnyBuffer::Dimensions d) {
   return s + ")";
 }
 
+// The term attributes of a fused call into p; false when their lengths differ or are not in 1..kMaxTerms.
+bool read_terms(ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b, ffi::Span<const int64_t> term_exp,
+                ffi::Span<const int64_t> kc_tiles, fused::Problem* p) {
+  const size_t nt = term_a.size();
+  if (nt < 1 || nt > size_t(fused::kMaxTerms) || term_b.size() != nt || term_exp.size() != nt || kc_tiles.size() != nt)
+    return false;
+  p->nterms = int(nt);
+  for (size_t i = 0; i < nt; ++i) {
+    p->term_a[i] = int(term_a[i]);
+    p->term_b[i] = int(term_b[i]);
+    p->term_exp[i] = int(term_exp[i]);
+    p->kc_tiles[i] = int(kc_tiles[i]);
+  }
+  return true;
+}
+
 // The fused emulation GEMM (fused.h): every slice product of one emulated
 // product in one launch. A slices (L, M, K/TK, Sa, TK), B slices (L, N, K/TK,
 // Sb, TK) of the slice dtype (fused/params.h); row/col exponents (L, M) / (L, N) int32, or empty; out C
@@ -49,9 +65,6 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
         "jaxemu fused: expected A (L, M, K/TK, Sa, TK), B (L, N, K/TK, Sb, TK) with TK = " + std::to_string(tk) +
         ", C (splits, L, M, N); got " + shape_str(da) + ", " + shape_str(db) + ", " + shape_str(dc));
   if (c->element_type() != ffi::DataType::F32) return ffi::Error::InvalidArgument("jaxemu fused: C must be float32");
-  size_t nt = term_a.size();
-  if (nt < 1 || nt > size_t(fused::kMaxTerms) || term_b.size() != nt || term_exp.size() != nt || kc_tiles.size() != nt)
-    return ffi::Error::InvalidArgument("jaxemu fused: term arrays must have equal lengths in 1..9");
   fused::Problem p;
   p.a = a.untyped_data();
   p.b = b.untyped_data();
@@ -64,13 +77,8 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
   p.sb = int(db[3]);
   p.splits = int(splits);
   p.tile_n = int(tile_n);
-  p.nterms = int(nt);
-  for (size_t i = 0; i < nt; ++i) {
-    p.term_a[i] = int(term_a[i]);
-    p.term_b[i] = int(term_b[i]);
-    p.term_exp[i] = int(term_exp[i]);
-    p.kc_tiles[i] = int(kc_tiles[i]);
-  }
+  if (!read_terms(term_a, term_b, term_exp, kc_tiles, &p))
+    return ffi::Error::InvalidArgument("jaxemu fused: term arrays must have equal lengths in 1..9");
   if (row_exp.element_count() > 0) {
     auto dr = row_exp.dimensions(), dl = col_exp.dimensions();
     if (row_exp.element_type() != ffi::DataType::S32 || col_exp.element_type() != ffi::DataType::S32 ||
@@ -127,9 +135,6 @@ ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
       dc[1] != da[1] || dc[2] != db[2])
     return ffi::Error::InvalidArgument("jaxemu fused f32: expected A (L, M, K), B (L, K, N), C (L, M, N); got " +
                                        shape_str(da) + ", " + shape_str(db) + ", " + shape_str(dc));
-  const size_t nt = term_a.size();
-  if (nt < 1 || nt > size_t(fused::kMaxTerms) || term_b.size() != nt || term_exp.size() != nt || kc_tiles.size() != nt)
-    return ffi::Error::InvalidArgument("jaxemu fused f32: term arrays must have equal lengths in 1..9");
   fused::Problem p;
   p.a = a.untyped_data();
   p.b = b.untyped_data();
@@ -141,13 +146,8 @@ ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
   p.sa = int(slices_a);
   p.sb = int(slices_b);
   p.splits = int(splits);
-  p.nterms = int(nt);
-  for (size_t i = 0; i < nt; ++i) {
-    p.term_a[i] = int(term_a[i]);
-    p.term_b[i] = int(term_b[i]);
-    p.term_exp[i] = int(term_exp[i]);
-    p.kc_tiles[i] = int(kc_tiles[i]);
-  }
+  if (!read_terms(term_a, term_b, term_exp, kc_tiles, &p))
+    return ffi::Error::InvalidArgument("jaxemu fused: term arrays must have equal lengths in 1..9");
   if (partials->element_count() < (splits > 1 ? splits * p.batch * p.m * p.n : 1) || flags->element_count() < 1)
     return ffi::Error::InvalidArgument("jaxemu fused f32: work buffers too small");
   fused::SplitProblem cut;

@@ -20,6 +20,7 @@
 #include "cutlass/arch/barrier.h"
 #include "cutlass/pipeline/sm90_pipeline.hpp"
 
+#include "mainloop.cuh"  // term, promote: the same wgmma and promotion
 #include "scheduler.cuh"
 #include "traits_f32.cuh"
 #include "transform.cuh"
@@ -76,24 +77,6 @@ struct MainloopF32 {
 
   static __device__ __forceinline__ void step_barrier() { cutlass::arch::NamedBarrier::sync(128 * T::kConsumerWarpgroups, kStepBarrier); }
 
-  template <class Acc, class FragA, class FragB>
-  static __device__ __forceinline__ void term(typename T::TiledMma& tiled_mma, FragA const& tCrA, FragB const& tCrB, int ia, int ib,
-                              Acc& acc, bool fresh) {
-    tiled_mma.accumulate_ = fresh ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
-    CUTLASS_PRAGMA_UNROLL
-    for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-      cute::gemm(tiled_mma, tCrA(_, _, kb, ia), tCrB(_, _, kb, ib), acc);
-      tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-    }
-  }
-
-  template <class Accum>
-  static __device__ __forceinline__ void promote(Accum& total, Accum& partial, int exp) {
-    const float weight = __int_as_float((exp + 127) << 23);  // 2^exp, |exp| <= 126
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(total); ++i) total(i) = fmaf(partial(i), weight, total(i));
-  }
-
   // Consumers: the whole K-loop of one work item into `total` (FP32).
   template <class Accum, class ThrMma>
   static __device__ __forceinline__ void mma(typename T::Params const& params, Pipeline& pipeline, PipelineState& read,
@@ -120,7 +103,7 @@ struct MainloopF32 {
         warpgroup_arrive();
         CUTLASS_PRAGMA_UNROLL
         for (int t = 0; t < T::kTerms0; ++t)
-          term(tiled_mma, tCrA, tCrB, SA * buf + p.term_a[t], SB * buf + p.term_b[t], p0, t == 0 && i == 0);
+          Mainloop<T>::term(tiled_mma, tCrA, tCrB, SA * buf + p.term_a[t], SB * buf + p.term_b[t], p0, t == 0 && i == 0);
         warpgroup_commit_batch();
         if (to_cut > 0) {  // the next K-tile's slices, under this one's wgmma
           cut(params, pipeline, read, smem, o, buf ^ 1);
@@ -131,7 +114,7 @@ struct MainloopF32 {
         step_barrier();
         buf ^= 1;
       }
-      promote(total, p0, plan.exp[0]);
+      Mainloop<T>::promote(total, p0, plan.exp[0]);
     }
   }
 };
