@@ -127,6 +127,8 @@ std::string launch_f32(const Problem& p, const SplitProblem& cut, const SplitF32
   if (plan.ngroups != 1 || p.nterms != T::kTerms0) return "the kernel takes " + std::to_string(T::kTerms0) + " terms of one weight";
   if (p.k % 4 || p.n % 4) return "K and N must be multiples of 4 (TMA's 16-byte strides)";
   if (p.splits > 1 && f32.partials == nullptr) return "K-splits need a partials buffer";
+  // Every split needs a K-tile: the consumers cut one before their loop.
+  if (p.splits < 1 || p.splits > (p.k + T::kTileK - 1) / T::kTileK) return "splits must be in 1..(number of K-tiles)";
   if (f32.flags == nullptr) return "missing the special-value flag";
   const int32_t m = int32_t(p.m), n = int32_t(p.n), k = int32_t(p.k), L = int32_t(p.batch);
   auto gA = make_tensor(make_gmem_ptr(static_cast<float const*>(p.a)), T::gmem_layout_a(m, k, L));

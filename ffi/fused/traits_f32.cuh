@@ -70,8 +70,10 @@ struct TraitsF32 {
   // bank conflicts.
   using SmemTileA32 = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
                                              make_shape(Int<kTileM>{}, Int<kTileK>{})));
+  // (B's atoms stacked along K first: each 32 x 32 block is one contiguous
+  // 4 KB TMA box, 4 per K-tile instead of 16 of 1 KB.)
   using SmemTileB32 = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<float>{},
-                                             make_shape(Int<kTileN>{}, Int<kTileK>{})));
+                                             make_shape(Int<kTileN>{}, Int<kTileK>{}), Step<_2, _1>{}));
   static constexpr int kStageFloats = int(cosize_v<SmemTileA32> + cosize_v<SmemTileB32>);
   // Slice tiles, as wgmma reads them: A K-major (64-byte swizzle: 32 16-bit
   // K-steps per row), B MN-major; two buffers (the consumers write one while
@@ -89,7 +91,8 @@ struct TraitsF32 {
   using SmemLayoutA32 = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
                                                make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kStages>{})));
   using SmemLayoutB32 = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<float>{},
-                                               make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kStages>{})));
+                                               make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kStages>{}),
+                                               Step<_2, _1, _3>{}));
 
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<kTileK>>;
   using MmaAtom = decltype(GMMA::ss_op_selector<Element, Element, float, TileShape, GMMA::Major::K, GMMA::Major::MN>());
