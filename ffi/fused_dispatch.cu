@@ -6,6 +6,7 @@
 
 #include "fused.h"
 #include "fused/inst/configs.inc"
+#include "fused/f32_special.cuh"
 #include "fused/split.cuh"
 
 namespace jaxemu {
@@ -156,6 +157,52 @@ std::string run(SliceType t, const Problem& p, cudaStream_t stream) {
   TermPlan plan;
   plan_terms(p, &plan);
   return kernel_for(t, p.sa, p.sb, p.tile_n, plan, p.nterms)(p, stream);
+}
+
+// C = the K-splits' partials summed in split order (the order the slice path
+// adds them in XLA, jaxemu/backends/cuda_fused.py), and flags[0] raised where
+// a sum is not finite.
+__global__ void __launch_bounds__(256) reduce_splits_kernel(const float* __restrict__ partials, float* __restrict__ c,
+                                                            int64_t count, int splits, int32_t* flags) {
+  bool bad = false;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    float s = partials[i];
+    for (int sp = 1; sp < splits; ++sp) s += partials[int64_t(sp) * count + i];
+    c[i] = s;
+    bad |= not_finite(s);
+  }
+  raise_if(bad, flags);
+}
+
+// Where flags[0] is raised: every entry of C that is not finite becomes the
+// FP32 dot product of its row of A and column of B (FP32's NaN/Inf pattern,
+// which the emulation reproduces as "not finite" but not always as the same
+// one: Inf * a slice rounded to 0 is NaN; and FP32's own value where the
+// emulation overflowed). Rare, so simple: one thread per entry of C.
+__global__ void __launch_bounds__(256) fixup_special_kernel(const float* __restrict__ a, const float* __restrict__ b,
+                                                            float* __restrict__ c, int64_t m, int64_t n, int64_t k,
+                                                            int64_t batch, const int32_t* flags) {
+  if (*reinterpret_cast<const volatile int32_t*>(flags) == 0) return;
+  const int64_t count = batch * m * n;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    if (!not_finite(c[i])) continue;
+    const int64_t l = i / (m * n), row = (i / n) % m, col = i % n;
+    const float* ar = a + (l * m + row) * k;
+    const float* bc = b + l * k * n + col;
+    float s = 0.f;
+    for (int64_t q = 0; q < k; ++q) s = fmaf(ar[q], bc[q * n], s);
+    c[i] = s;
+  }
+}
+
+std::string finish_f32(const Problem& p, const SplitF32& f32, int sms, cudaStream_t stream) {
+  const int64_t count = p.batch * p.m * p.n;
+  const int blocks = int(std::min<int64_t>((count + 255) / 256, int64_t(sms) * 8));
+  if (p.splits > 1) reduce_splits_kernel<<<blocks, 256, 0, stream>>>(f32.partials, p.c, count, p.splits, f32.flags);
+  fixup_special_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(p.a), static_cast<const float*>(p.b), p.c,
+                                                   p.m, p.n, p.k, p.batch, f32.flags);
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : std::string("split-K sum / fix-up launch: ") + cudaGetErrorString(e);
 }
 
 #define JAXEMU_F32_DECLARE(name, slices_a, slices_b, terms) \

@@ -14,19 +14,13 @@
 #include "cutlass/pipeline/sm90_pipeline.hpp"
 
 #include "epilogue.cuh"
+#include "f32_special.cuh"
 #include "mainloop_f32.cuh"
 #include "scheduler.cuh"
 #include "traits_f32.cuh"
 
 namespace jaxemu {
 namespace fused {
-
-__device__ __forceinline__ bool not_finite(float x) { return (__float_as_uint(x) & 0x7F800000u) == 0x7F800000u; }
-
-// Raise flags[0] when any lane of the warp saw a value that is not finite.
-__device__ __forceinline__ void raise_if(bool bad, int32_t* flags) {
-  if (__any_sync(0xffffffffu, bad) && threadIdx.x % 32 == 0) atomicOr(flags, 1);
-}
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) fused_f32_kernel(CUTE_GRID_CONSTANT typename T::Params const params) {
@@ -81,42 +75,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) fused_f32_kernel(CUTE_GRID_CON
 #endif
 }
 
-// C = the K-splits' partials summed in split order (the order the slice path
-// adds them in XLA, jaxemu/backends/cuda_fused.py), and flags[0] raised where
-// a sum is not finite.
-__global__ void __launch_bounds__(256) reduce_splits_kernel(const float* __restrict__ partials, float* __restrict__ c,
-                                                            int64_t count, int splits, int32_t* flags) {
-  bool bad = false;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    float s = partials[i];
-    for (int sp = 1; sp < splits; ++sp) s += partials[int64_t(sp) * count + i];
-    c[i] = s;
-    bad |= not_finite(s);
-  }
-  raise_if(bad, flags);
-}
-
-// Where flags[0] is raised: every entry of C that is not finite becomes the
-// FP32 dot product of its row of A and column of B (FP32's NaN/Inf pattern,
-// which the emulation reproduces as "not finite" but not always as the same
-// one: Inf * a slice rounded to 0 is NaN; and FP32's own value where the
-// emulation overflowed). Rare, so simple: one thread per entry of C.
-__global__ void __launch_bounds__(256) fixup_special_kernel(const float* __restrict__ a, const float* __restrict__ b,
-                                                            float* __restrict__ c, int64_t m, int64_t n, int64_t k,
-                                                            int64_t batch, const int32_t* flags) {
-  if (*reinterpret_cast<const volatile int32_t*>(flags) == 0) return;
-  const int64_t count = batch * m * n;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    if (!not_finite(c[i])) continue;
-    const int64_t l = i / (m * n), row = (i / n) % m, col = i % n;
-    const float* ar = a + (l * m + row) * k;
-    const float* bc = b + l * k * n + col;
-    float s = 0.f;
-    for (int64_t q = 0; q < k; ++q) s = fmaf(ar[q], bc[q * n], s);
-    c[i] = s;
-  }
-}
-
 template <class T>
 std::string launch_f32(const Problem& p, const SplitProblem& cut, const SplitF32& f32, cudaStream_t stream) {
   if (p.sa != T::kSlicesA || p.sb != T::kSlicesB) return "slice counts do not match the kernel's";
@@ -168,13 +126,9 @@ std::string launch_f32(const Problem& p, const SplitProblem& cut, const SplitF32
   e = cudaMemsetAsync(f32.flags, 0, sizeof(int32_t), stream);
   if (e != cudaSuccess) return std::string("flag reset: ") + cudaGetErrorString(e);
   kernel<<<int(std::min<int64_t>(sched.total(), sms)), T::kThreads, smem_bytes, stream>>>(params);
-  const int64_t count = p.batch * p.m * p.n;
-  const int blocks = int(std::min<int64_t>((count + 255) / 256, int64_t(sms) * 8));
-  if (p.splits > 1) reduce_splits_kernel<<<blocks, 256, 0, stream>>>(f32.partials, p.c, count, p.splits, f32.flags);
-  fixup_special_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(p.a), static_cast<const float*>(p.b), p.c,
-                                                   p.m, p.n, p.k, p.batch, f32.flags);
   e = cudaGetLastError();
-  return e == cudaSuccess ? "" : std::string("kernel launch: ") + cudaGetErrorString(e);
+  if (e != cudaSuccess) return std::string("kernel launch: ") + cudaGetErrorString(e);
+  return finish_f32(p, f32, sms, stream);
 }
 
 }  // namespace fused
