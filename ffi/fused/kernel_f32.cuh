@@ -77,17 +77,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) fused_f32_kernel(CUTE_GRID_CON
 
 template <class T>
 std::string launch_f32(const Problem& p, const SplitProblem& cut, const SplitF32& f32, cudaStream_t stream) {
+  // Reached through run_f32 only, after check_f32 (ffi/fused_dispatch.cu: the
+  // cut's type, K and N multiples of 4, the buffers, 1 <= splits <= K-tiles,
+  // which the consumers rely on: each split cuts a K-tile before its loop);
+  // here, what this configuration adds.
   if (p.sa != T::kSlicesA || p.sb != T::kSlicesB) return "slice counts do not match the kernel's";
-  if (cut.type != SliceType::kBF16 || cut.truncate) return "bf16 slices rounded to nearest only (traits_f32.cuh)";
   TermPlan plan;
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;
   if (plan.ngroups != 1 || p.nterms != T::kTerms0) return "the kernel takes " + std::to_string(T::kTerms0) + " terms of one weight";
-  if (p.k % 4 || p.n % 4) return "K and N must be multiples of 4 (TMA's 16-byte strides)";
-  if (p.splits > 1 && f32.partials == nullptr) return "K-splits need a partials buffer";
-  // Every split needs a K-tile: the consumers cut one before their loop.
-  if (p.splits < 1 || p.splits > (p.k + T::kTileK - 1) / T::kTileK) return "splits must be in 1..(number of K-tiles)";
-  if (f32.flags == nullptr) return "missing the special-value flag";
   const int32_t m = int32_t(p.m), n = int32_t(p.n), k = int32_t(p.k), L = int32_t(p.batch);
   auto gA = make_tensor(make_gmem_ptr(static_cast<float const*>(p.a)), T::gmem_layout_a(m, k, L));
   auto gB = make_tensor(make_gmem_ptr(static_cast<float const*>(p.b)), T::gmem_layout_b(n, k, L));
@@ -99,7 +97,6 @@ std::string launch_f32(const Problem& p, const SplitProblem& cut, const SplitF32
   typename T::Params params{
       make_tma_copy(SM90_TMA_LOAD{}, gA, typename T::SmemTileA32{}, make_shape(Int<T::kTileM>{}, Int<T::kTileK>{}), _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, gB, typename T::SmemTileB32{}, make_shape(Int<T::kTileN>{}, Int<T::kTileK>{}), _1{}),
-      false,
       gemm,
       plan,
       int((p.k + T::kTileK - 1) / T::kTileK),

@@ -130,7 +130,6 @@ struct TraitsF32 {
   struct Params {
     TmaA tma_a;
     TmaB tma_b;
-    bool tma_store;  // always false here (epilogue.cuh reads it)
     Problem problem;
     TermPlan plan;
     int k_tiles;

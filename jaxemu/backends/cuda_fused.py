@@ -195,16 +195,21 @@ def launch_config(m: int, n: int, k: int, batch: int, s: FloatSplit, sm_count: i
         tile_n = 128
     else:
         tile_n = min(widths, key=lambda tn: (-(-tiles(tn) // sm_count) * tn / _TILE_N_SPEED[tn], -tn))
-    work = tiles(tile_n)
+    return LaunchConfig(tile_n, k_splits(tiles(tile_n), max(1, -(-k // tile_k(s.fmt))), 4, sm_count))
+
+
+def k_splits(work: int, k_tiles: int, min_tiles: int, sm_count: int) -> int:
+    """K-splits of ``work`` output tiles of ``k_tiles`` K-tiles each: only
+    when they cannot fill the GPU; then the count that best fills whole
+    waves, each split keeping at least ``min_tiles`` K-tiles."""
     if work >= sm_count:
-        return LaunchConfig(tile_n, 1)
-    k_tiles = max(1, -(-k // tile_k(s.fmt)))
+        return 1
     best, best_cost = 1, 1.0
-    for sp in range(2, min(MAX_SPLITS, k_tiles // 4) + 1):
+    for sp in range(2, min(MAX_SPLITS, k_tiles // min_tiles) + 1):
         cost = math.ceil(work * sp / sm_count) / sp  # waves per unit of work, relative
         if cost < best_cost * 0.95:
             best, best_cost = sp, cost
-    return LaunchConfig(tile_n, best)
+    return best
 
 
 @functools.lru_cache(maxsize=None)
@@ -388,17 +393,8 @@ def f32_kernel(s: FloatSplit, k: int, n: int) -> bool:
 
 
 def f32_splits(m: int, n: int, k: int, batch: int) -> int:
-    """K-splits of the FP32-operand kernel (launch_config's rule at its
-    128 x 128 tiles): only when the output tiles cannot fill the GPU."""
-    work = -(-m // TILE_M) * -(-n // 128) * batch
-    k_tiles = max(1, -(-k // F32_TILE_K))
-    best, best_cost = 1, 1.0
-    if work < sm_count():
-        for sp in range(2, min(MAX_SPLITS, k_tiles // 8) + 1):
-            cost = math.ceil(work * sp / sm_count()) / sp
-            if cost < best_cost * 0.95:
-                best, best_cost = sp, cost
-    return best
+    """K-splits of the FP32-operand kernel at its 128 x 128 tiles (k_splits)."""
+    return k_splits(-(-m // TILE_M) * -(-n // 128) * batch, max(1, -(-k // F32_TILE_K)), 8, sm_count())
 
 
 def f32_product(a, b, s: FloatSplit):
