@@ -5,6 +5,7 @@
 # path (scripts/f32_ab.py); with SANITIZE=1 also memcheck and racecheck on a
 # slice of the kernel_check cases (a few minutes more: a call of its own).
 #   bash scripts/f32_session.sh          (carry .cutlass)
+#   AB_ARGS="--shapes 1x4096x4096x4096" AB_TIMEOUT=300 bash scripts/f32_session.sh
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"
 export JAXEMU_CUTLASS_DIR="${JAXEMU_CUTLASS_DIR:-$PWD/.cutlass}" JAX_PLATFORMS=cuda,cpu PYTHONUNBUFFERED=1
@@ -21,6 +22,8 @@ if [ "${SANITIZE:-0}" = 1 ]; then
   FAMILY=f32 TOOLS="memcheck racecheck" CASES="--start 0 --count 12" OUT="$OUT/sanitize" TOOL_TIMEOUT=150 \
     timeout 320 bash scripts/sanitize_kernels.sh 2>&1 | tail -3
 fi
-timeout 180 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_f32.py 2>&1 | tail -4
-timeout 240 python3 scripts/f32_ab.py --hang-s 100 2>&1 | tee "$OUT/f32_ab.txt"
+timeout 240 python3 -m pytest -q -rf -p no:cacheprovider tests/test_cuda_f32.py > "$OUT/pytest.txt" 2>&1
+grep -a "^FAILED\|passed\|failed" "$OUT/pytest.txt" | tail -12
+# shellcheck disable=SC2086
+timeout "${AB_TIMEOUT:-240}" python3 scripts/f32_ab.py --hang-s 100 ${AB_ARGS:-} 2>&1 | tee "$OUT/f32_ab.txt"
 echo "total: $(( $(date +%s) - t0 )) s"

@@ -38,6 +38,7 @@ def test_float_schemes_run_on_the_cuda_backend(monkeypatch):
     x4 = FloatSplit("bf16x4_custom", "bf16", 4, ((0, 0), (0, 1), (1, 0), (0, 3)), kc=64)
     assert backend_for(x4, "cuda") == "xla"
     monkeypatch.delenv("JAXEMU_CUDA_SPLIT", raising=False)  # the split kernel: the default (switches.py)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")  # the slice path (test_cuda_f32.py: the other one)
     hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6")).lower(
         jnp.ones((256, 256)), jnp.ones((256, 256))).compile().as_text()
     # One kernel launch per emulated product: the entry computation splits A

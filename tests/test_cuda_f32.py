@@ -1,7 +1,8 @@
 """GPU tests of the FP32-operand fused kernels (ffi/fused/kernel_f32.cuh:
-bf16 schemes whose operands are split in the GEMM's shared memory), opt-in
-with JAXEMU_CUDA_F32_OPERANDS=1 (jaxemu/backends/switches.py). Skipped
-without an NVIDIA GPU and the CUDA extension."""
+bf16 schemes whose operands are split in the GEMM's shared memory), on every
+shape here with JAXEMU_CUDA_F32_OPERANDS=1 (by default they run only on
+outputs of up to one wave of tiles: cuda_fused.f32_pays). Skipped without an
+NVIDIA GPU and the CUDA extension."""
 import zlib
 
 import jax
@@ -32,7 +33,7 @@ def test_one_custom_call_and_no_conditional():
     hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6", backend="cuda")).lower(
         jnp.ones((256, 260)), jnp.ones((260, 132))).compile().as_text()
     assert hlo.count('custom_call_target="jaxemu_fused_f32"') == 1, hlo
-    assert "jaxemu_fused_split" not in hlo and "conditional" not in hlo, hlo
+    assert "jaxemu_fused_split" not in hlo and " conditional(" not in hlo, hlo
     # N % 4 != 0: TMA cannot read B's rows; the slice path runs
     hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6", backend="cuda")).lower(
         jnp.ones((256, 260)), jnp.ones((260, 130))).compile().as_text()
@@ -49,9 +50,12 @@ def test_accuracy_against_float64_and_the_slice_path(name, law, monkeypatch):
     monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")
     e_slices = T.relerr(run(name, a, b), ref)
     s = jaxemu.get_scheme(name)
-    bound = 2 * e32 if s.fp32_class else s.error_bound()
-    assert e <= bound, (name, law, e, e32)
-    assert e <= 2 * e_slices + 1e-9, (name, law, e, e_slices)  # the same slices and promotion points
+    assert e <= (e32 if s.fp32_class else s.error_bound()), (name, law, e, e32)
+    # The same slices, promoted every 32 K-steps here (cuda_fused.f32_product),
+    # every 64 there: twice the round-to-nearest adds into the FP32 total,
+    # up to sqrt(2) x the error where they dominate (signed data: 1.30x at
+    # K = 4096, H200; uniform(0,1): below the slice path's).
+    assert e <= 1.5 * e_slices + 1e-9, (name, law, e, e_slices)
 
 
 # K-splits (small outputs, long K), edge tiles, batches.
@@ -74,14 +78,16 @@ def test_special_values_on_the_gpu():
     from test_special_values import ieee_reference, planted
     a, b = planted(np.random.default_rng(7), n=12)  # N % 4 == 0: this kernel
     ref = ieee_reference(a, b)
+    fin = np.isfinite(ref)
+    with np.errstate(invalid="ignore"):
+        absab = (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))[fin]
     for name in BF16:
         c = np.asarray(run(name, a, b), np.float64)
         np.testing.assert_array_equal(np.isnan(c), np.isnan(ref))
         np.testing.assert_array_equal(np.isposinf(c), np.isposinf(ref))
         np.testing.assert_array_equal(np.isneginf(c), np.isneginf(ref))
-        fin = np.isfinite(ref)
-        bound = 2.0**-20 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
-        assert np.all(np.abs(c[fin] - ref[fin]) <= bound[fin] + 1e-38), name
+        u = max(jaxemu.get_scheme(name).unit_roundoff, 2.0**-24)  # as test_special_values.py
+        assert np.all(np.abs(c[fin] - ref[fin]) <= (a.shape[1] + 2) * u * absab + 2.0**-126), name
 
 
 def test_overflow_takes_fp32s_value():
@@ -102,7 +108,7 @@ def test_an_exact_operand():
     onehot = (rng.integers(0, 64, 4096)[None, :] == np.arange(64)[:, None]).astype(np.float32)  # (64, 4096)
     x = rng.standard_normal((4096, 256)).astype(np.float32)
     s = jaxemu.get_scheme("bf16x6").with_exact(True, False)
-    assert cuda_fused.f32_kernel(s, 4096, 256)
+    assert cuda_fused.f32_kernel(s, 64, 4096, 256)
     c = np.asarray(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))(onehot, x), np.float64)
     ref = onehot.astype(np.float64) @ x.astype(np.float64)
     bound = (4 * np.sqrt(4096) * 2.0**-24 + 2 * 2.0**-23) * (onehot.astype(np.float64) @ np.abs(x.astype(np.float64)))

@@ -182,9 +182,10 @@ def test_launch_heuristic():
     assert F.launch_config(1, 1, 64, 1, f16, 132).splits == 1
 
 
-def test_f32_operand_kernels_match_the_generated_ones_and_are_opt_in(monkeypatch):
+def test_f32_operand_kernels_match_the_generated_ones_and_run_where_they_pay(monkeypatch):
     # cuda_fused.F32_KERNELS mirrors generate.py's F32_CONFIGS; the kernel
-    # runs only where it was built, with the switch on (not yet GPU-verified).
+    # runs only where it was built, by default on outputs of up to one wave
+    # of tiles (f32_pays), with the switch at "1" wherever it can.
     import importlib.util
     spec = importlib.util.spec_from_file_location(
         "generate", Path(__file__).resolve().parents[1] / "ffi" / "fused" / "generate.py")
@@ -193,15 +194,21 @@ def test_f32_operand_kernels_match_the_generated_ones_and_are_opt_in(monkeypatch
     assert tuple((*gen.slice_counts(sl), t) for sl, t in gen.F32_CONFIGS) == F.F32_KERNELS
     x6 = jaxemu.get_scheme("bf16x6")
     monkeypatch.delenv("JAXEMU_CUDA_F32_OPERANDS", raising=False)
-    assert not F.f32_kernel(x6, 256, 128)
+    waves = F.F32_MAX_WAVES * F.sm_count()  # 128 x 128 tiles
+    assert F.f32_kernel(x6, 1024, 1 << 20, 256)  # the k-means update: 16 tiles
+    assert F.f32_kernel(x6, 128, 64, 128 * waves) and not F.f32_kernel(x6, 128, 64, 128 * waves + 4)
+    assert not F.f32_kernel(x6, 8192, 8192, 8192) and not F.f32_kernel(x6, 2048, 2048, 2048, batch=8)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")
+    assert not F.f32_kernel(x6, 1024, 1 << 20, 256)
     monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "1")
+    assert F.f32_kernel(x6, 8192, 8192, 8192)
     for name in ("bf16x3", "bf16x6", "bf16x9"):
         s = jaxemu.get_scheme(name)
-        assert F.f32_kernel(s, 256, 128) and F.f32_kernel(s.with_exact(True, False), 256, 128), name
-        assert F.f32_kernel(s.with_exact(False, True), 4, 4), name
-        assert not F.f32_kernel(s, 258, 128) and not F.f32_kernel(s, 256, 130), name  # TMA's 16-byte rows
+        assert F.f32_kernel(s, 8, 256, 128) and F.f32_kernel(s.with_exact(True, False), 8, 256, 128), name
+        assert F.f32_kernel(s.with_exact(False, True), 8, 4, 4), name
+        assert not F.f32_kernel(s, 8, 258, 128) and not F.f32_kernel(s, 8, 256, 130), name  # TMA's 16-byte rows
     for name in ("fp16x3", "fp16x3_bitcut", "tf32x3"):
-        assert not F.f32_kernel(jaxemu.get_scheme(name), 256, 128), name
+        assert not F.f32_kernel(jaxemu.get_scheme(name), 8, 256, 128), name
     # promotion intervals in the kernel's 32-wide K-tiles: twice the 64-wide count
     t32, t64 = F.terms_of(x6, 1 << 16, 32), F.terms_of(x6, 1 << 16)
     assert t32.kc_tiles == tuple(2 * x for x in t64.kc_tiles) and t32.a == t64.a and t32.b == t64.b
@@ -393,6 +400,13 @@ def _kernel_twin(name, out_types):
     return call
 
 
+def use_twins(monkeypatch, twin=None):
+    """The slice path's kernels replaced by their twins (``_kernel_twin``),
+    the FP32-operand kernel off: these tests check the slice path's glue."""
+    monkeypatch.setattr(jax.ffi, "ffi_call", twin or _kernel_twin)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")
+
+
 def _split_twin(out_types):
     """A stand-in for the split kernel's FFI call: slices_xla of the catalogue
     scheme its attributes describe, the row exponents checked against XLA's,
@@ -423,7 +437,7 @@ def test_auto_hybrids_split_once_on_the_fused_path(criterion, monkeypatch):
 
     from jaxemu import auto
     from jaxemu.backends import cuda_lowering
-    monkeypatch.setattr(jax.ffi, "ffi_call", _kernel_twin)
+    use_twins(monkeypatch)
     # One criterion with the split kernel's call (the default), one with XLA's split.
     monkeypatch.setenv("JAXEMU_CUDA_SPLIT", "1" if criterion == "normwise" else "0")
     s = AUTO.replace(criterion=criterion)
@@ -465,7 +479,7 @@ def test_auto_choosing_fp16x3_gives_fp16x3s_bits(monkeypatch):
 
     from jaxemu import auto
     from jaxemu.backends import cuda_lowering
-    monkeypatch.setattr(jax.ffi, "ffi_call", _kernel_twin)
+    use_twins(monkeypatch)
 
     def product(a, b, scheme, scales=None, fits=False):
         return X.canonical_dot(a, b, scheme, "cuda", fits=fits) if scheme.name == "fp32" else \
@@ -505,7 +519,7 @@ def test_fused_product_special_values(split_kernel, monkeypatch, rng):
     kernel's C on ordinary data; FP32's NaN/Inf pattern, and its value where
     the emulation overflows, on data that product_fits refuses (NaN/Inf
     operands, values near 2^64 and beyond)."""
-    monkeypatch.setattr(jax.ffi, "ffi_call", _kernel_twin)
+    use_twins(monkeypatch)
     monkeypatch.setenv("JAXEMU_CUDA_SPLIT", split_kernel)
     for name in ("bf16x6", "fp16x3"):
         s = jaxemu.get_scheme(name)
@@ -556,7 +570,7 @@ def test_exact_operands_run_on_their_one_slice_kernels(name, monkeypatch, rng):
     def twin(name_, out_types):
         calls.append(name_)
         return _kernel_twin(name_, out_types)
-    monkeypatch.setattr(jax.ffi, "ffi_call", twin)
+    use_twins(monkeypatch, twin)
     lab = rng.integers(0, 9, size=130)
     oh = np.asarray(jax.nn.one_hot(lab, 9), np.float32)  # (130, 9)
     x = T.sample("wide-exp", (130, 21), rng)

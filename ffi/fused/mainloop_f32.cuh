@@ -13,7 +13,11 @@
 // lets CUDA-core work run beside wgmma without serializing them
 // (scripts/wgmma_overlap.cu, ORDER 1; docs/performance.md stop 31). The
 // promotion of the partial into the FP32 total follows the chunks of
-// mainloop.cuh (KChunks, TermPlan: one group, every term weighs 2^0).
+// mainloop.cuh (KChunks, TermPlan: one group, every term weighs 2^0). The
+// backend asks for one K-tile per chunk (cuda_fused.f32_product): since
+// every term runs in every K-tile, a longer chunk would add the next
+// tile's small terms onto hi*hi's partial and truncate them at its scale
+// (2x the slice path's error on bf16x6, docs/performance.md stop 33).
 #pragma once
 
 #include "cute/tensor.hpp"

@@ -26,12 +26,18 @@ through unchanged (kNN, 8192 x 128 x 262144: 5.6 of 19.5 ms on an H100).
 So the common case reads each operand once (twice for fp16's row scaling)
 and writes C once.
 
-Opt-in (JAXEMU_CUDA_F32_OPERANDS=1, not yet verified on a GPU): bf16 schemes
-on the kernel that reads the FP32 operands themselves and splits each K-tile
-in shared memory (ffi/fused/kernel_f32.cuh, ``f32_product``): each operand
-crosses DRAM once, and the special values are settled on the device, inside
-the same FFI call (a fix-up kernel that returns at once unless the GEMM
-found an entry that is not finite): no conditional, no pass over C.
+The FP32-operand kernel (``f32_product``, ffi/fused/kernel_f32.cuh): bf16
+schemes on a kernel that reads the FP32 operands themselves and splits each
+K-tile in shared memory: each operand crosses DRAM once, and the special
+values are settled on the device, inside the same FFI call (a fix-up kernel
+that returns at once unless the GEMM found an entry that is not finite): no
+conditional, no pass over C. Its in-kernel split competes with the wgmma for
+shared memory and issue slots, so it pays where the operand passes weigh
+most against the GEMM: outputs of up to one wave of tiles (``f32_pays``; the
+k-means update, 1024 x 1048576 x 256: 1.67x SGEMM for bf16x6 against the
+slice path's 0.94x, H200); on large outputs the slice path stays faster
+(8192^3: 2.13x against 1.62x). JAXEMU_CUDA_F32_OPERANDS: "0" never, "1"
+wherever it can run (switches.py).
 
 Promotion: the term table gives each term an interval: level-0 (hi*hi)
 products every kc K-steps (the scheme's kc, rounded to whole tiles); a
@@ -359,7 +365,7 @@ def fused_product(a, b, s: FloatSplit, scales=None, fits: bool = False):
     n = b.shape[2]
     if a.size == 0 or b.size == 0:
         return jnp.zeros((bsz, m, n), jnp.float32)
-    if f32_kernel(s, k, n):  # the operands split in the kernel, special values on the device
+    if f32_kernel(s, m, k, n, bsz):  # the operands split in the kernel, special values on the device
         return f32_product(a, b, s)
     a_split, b_split = split_operands(a, b, s, scales)
 
@@ -381,15 +387,33 @@ F32_KERNELS = ((2, 2, 3), (3, 3, 6), (3, 3, 9), (1, 2, 2), (2, 1, 2), (1, 3, 3),
 F32_TILE_K = 32
 
 
-def f32_kernel(s: FloatSplit, k: int, n: int) -> bool:
-    """Whether ``s`` runs on the FP32-operand kernel at this K and N: opt-in
-    (JAXEMU_CUDA_F32_OPERANDS=1, switches.py: not yet verified on a GPU);
-    bf16 slices rounded to nearest, unscaled, one term weight, a kernel
-    built for its slice and term counts, and K, N multiples of 4 (TMA's
-    16-byte row strides of A (L, M, K) and B (L, K, N))."""
-    return (switches.enabled("f32_operands") and s.fmt == "bf16" and s.split == "rn" and s.scaling == "none"
+# Outputs of at most this many waves of the kernel's 128 x 128 tiles take
+# the FP32-operand kernel (f32_pays). H200, stop 33 (docs/performance.md), x
+# SGEMM, bf16x6 slice path / FP32-operand kernel: 16 tiles (the k-means
+# update, 1024 x 1048576 x 256) 0.97 / 1.62; 64 (1024^3) 0.56 / 1.01; 256
+# (2048^3) 1.67 / 1.69, (2048 x 8192 x 2048) 1.86 / 1.66; 400 (2560^3) 1.62 /
+# 1.40; 1024 (4096^3) 2.03 / 1.68.
+F32_MAX_WAVES = 1
+
+
+def f32_kernel(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
+    """Whether ``s`` runs on the FP32-operand kernel for this product: bf16
+    slices rounded to nearest, unscaled, one term weight, a kernel built for
+    its slice and term counts, K and N multiples of 4 (TMA's 16-byte row
+    strides of A (L, M, K) and B (L, K, N)); and where it pays (``f32_pays``)
+    unless JAXEMU_CUDA_F32_OPERANDS is "1" (anywhere it can run) or "0"
+    (never: switches.py)."""
+    runs = (switches.enabled("f32_operands") and s.fmt == "bf16" and s.split == "rn" and s.scaling == "none"
             and term_weights(s) == 1 and (s.slices_of(0), s.slices_of(1), len(s.products)) in F32_KERNELS
             and k > 0 and k % 4 == 0 and n % 4 == 0)
+    return runs and (switches.forced("f32_operands") or f32_pays(m, n, batch))
+
+
+def f32_pays(m: int, n: int, batch: int = 1) -> bool:
+    """Whether the FP32-operand kernel beats the slice path: outputs of at
+    most F32_MAX_WAVES waves of 128 x 128 tiles, where the split passes cost
+    as much as a large share of the GEMM, or more (its measurements)."""
+    return -(-m // TILE_M) * -(-n // 128) * batch <= F32_MAX_WAVES * sm_count()
 
 
 def f32_splits(m: int, n: int, k: int, batch: int) -> int:
@@ -399,14 +423,21 @@ def f32_splits(m: int, n: int, k: int, batch: int) -> int:
 
 def f32_product(a, b, s: FloatSplit):
     """``s``'s product of float32 (L, M, K) x (L, K, N) on the FP32-operand
-    kernel (``f32_kernel``), FP32 special values included: the kernel gives
+    kernel (``f32_kernel`` says where it runs), FP32 special values included: the kernel gives
     every entry of C that is not finite its FP32 value (NaN and Inf where the
     FP32 product has them; FP32's own value where the emulation overflowed),
     deciding on the device, so there is no conditional and no pass over C
     (ffi/fused/params.h: SplitF32)."""
     bsz, m, k = a.shape
     n = b.shape[2]
-    t = terms_of(s, k, F32_TILE_K)
+    # Every term promotes after every K-tile: the kernel issues all terms of
+    # a 32-wide K-tile in turn, so a chunk of several K-tiles would add the
+    # small terms of its second tile onto hi*hi's partial sum, truncating
+    # them at hi*hi's scale (2.0-2.1x the slice path's error on bf16x6 and
+    # bf16x9 at K = 4096 with the scheme's 64-step chunks, H200). One
+    # K-tile per chunk keeps each small term at its own scale, as the slice
+    # kernel's 64-wide tiles do, at 64 FMAs per thread and K-tile.
+    t = terms_of(s, k, F32_TILE_K)._replace(kc_tiles=(1,) * len(s.products))
     splits = f32_splits(m, n, k, bsz)
     out_types = (jax.ShapeDtypeStruct((bsz, m, n), jnp.float32),
                  jax.ShapeDtypeStruct((splits, bsz, m, n) if splits > 1 else (1,), jnp.float32),

@@ -13,7 +13,7 @@ which stays available for comparison and as a fallback the user chooses.
 | JAXEMU_CUDA_CRT64 | the CRT kernel's float64 output (ozaki2_f64) | XLA's exact limbs | H100, 2026-11-25 |
 | JAXEMU_CUDA_GEMM_RESIDUES | Ozaki II's products reduced mod m_l in the int8 GEMM's epilogue (uint8) | int32 products, reduced by the CRT kernel | H200, 2026-11-26 |
 | JAXEMU_CUDA_STATS | auto's operand statistics (ffi/stats), float64 probe sums | XLA's reductions (float32 probe bound) | H100 and H200, 2026-11-26 |
-| JAXEMU_CUDA_F32_OPERANDS (opt-in: "1") | bf16 schemes on FP32 operands, split in the GEMM's shared memory (ffi/fused/kernel_f32.cuh) | the split kernel, then the slice GEMM | not yet |
+| JAXEMU_CUDA_F32_OPERANDS | bf16 schemes on FP32 operands, split in the GEMM's shared memory (ffi/fused/kernel_f32.cuh), on outputs of up to one wave of tiles ("1": wherever it can run) | the split kernel, then the slice GEMM | H200, 2026-11-27 |
 
 (H100 80GB HBM3 or H200, jax 0.11.2, CUDA 13: tests/test_cuda.py, tests/test_cuda_int8.py
 and tests/native/kernel_check.cu under compute-sanitizer; docs/testing.md.)
@@ -25,7 +25,7 @@ import os
 _SWITCHES = {"int8": "JAXEMU_CUDA_INT8", "split": "JAXEMU_CUDA_SPLIT", "residues": "JAXEMU_CUDA_RESIDUES",
              "crt64": "JAXEMU_CUDA_CRT64", "stats": "JAXEMU_CUDA_STATS", "gemm_residues": "JAXEMU_CUDA_GEMM_RESIDUES",
              "f32_operands": "JAXEMU_CUDA_F32_OPERANDS"}
-_OPT_IN: set = {"f32_operands"}  # (switches whose kernel runs only when set to "1")
+_OPT_IN: set = set()  # (switches whose kernel runs only when set to "1")
 
 
 def enabled(kernel: str) -> bool:
@@ -34,6 +34,12 @@ def enabled(kernel: str) -> bool:
     if kernel in _OPT_IN:
         return os.environ.get(_SWITCHES[kernel], "0") == "1"
     return os.environ.get(_SWITCHES[kernel], "1") != "0"
+
+
+def forced(kernel: str) -> bool:
+    """Whether a kernel's switch is "1": it runs wherever it can, not only
+    where the backend's policy finds that it pays (for comparisons)."""
+    return os.environ.get(_SWITCHES[kernel]) == "1"
 
 
 def switches() -> dict:
