@@ -58,7 +58,8 @@ def main(argv=None) -> int:
         from jaxemu import costs
         model = costs.calibrate()
         print(f"{model.device} ({model.backend} backend): {model.source}, cached in {costs.cache_path()}")
-        for name, (inv_rate, per_out, per_in, fixed) in model.coefficients:
+        rows = list(model.coefficients) + [(f"{s} on path {p}", c) for s, p, c in model.paths]
+        for name, (inv_rate, per_out, per_in, fixed) in rows:
             print(f"  {name:7s} {1e-9 / inv_rate if inv_rate else float('inf'):10.4g} GFLOP/s  "
                   f"{per_out * 1e12:8.3f} ps/output  {per_in * 1e12:8.3f} ps/input  {fixed * 1e6:8.1f} us fixed")
         return 0

@@ -235,7 +235,7 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
             return AutoPlan((Candidate("fp32", 0.0),),
                             f"min(M, N, K) = {min(m, n, k)} < {s.min_dim}: too thin for emulation to pay", source)
 
-        def cost(name, b, mm, nn, kk):
+        def cost(name, b, mm, nn, kk, path=None):
             return 2.0 * b * mm * nn * kk * costs.product_weight(name) * exact_share(name, exact)
 
         def gather(rows, cols):
@@ -243,18 +243,19 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
     else:
         source = model.source
 
-        def cost(name, b, mm, nn, kk):
-            return model.time(name, (b, mm, nn, kk)) * exact_share(name, exact)
+        def cost(name, b, mm, nn, kk, path=None):
+            return model.time(name, (b, mm, nn, kk), path) * exact_share(name, exact)
 
         def gather(rows, cols):
             return model.gather_time(shape, rows, cols)
     t32 = cost("fp32", *shape)
     cands = [Candidate(name, cost(name, *shape)) for name in CHOICES]
     for p, q in _hybrid_splits(m, n, s.block):
-        # fp16x3 on C[:p, :q]; bf16x6 on C[:p, q:] and C[p:, :] (empty parts cost nothing)
-        t = cost("fp16x3", bsz, p, q, k) + gather(p < m, q < n)
-        t += cost("bf16x6", bsz, p, n - q, k) if q < n else 0.0
-        t += cost("bf16x6", bsz, m - p, n, k) if p < m else 0.0
+        # fp16x3 on C[:p, :q]; bf16x6 on C[:p, q:] and C[p:, :] (empty parts cost nothing),
+        # on the backend's main path: they share one split (costs.path_of)
+        t = cost("fp16x3", bsz, p, q, k, "") + gather(p < m, q < n)
+        t += cost("bf16x6", bsz, p, n - q, k, "") if q < n else 0.0
+        t += cost("bf16x6", bsz, m - p, n, k, "") if p < m else 0.0
         cands.append(Candidate("bf16x6", t, True, p, q))
     t6 = cands[1].time
     keep = [c for c in cands if (c.scheme == "fp32" and not c.hybrid)

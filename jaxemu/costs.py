@@ -13,7 +13,13 @@ non-negative coefficients fit by least squares on relative error to timed
 products. Outputs and inputs cost apart: the k-means distances (1M x 1024
 outputs, K = 256) and the centre update (1024 x 256 outputs, K = 1M) have
 the same FLOPs and the same element count, yet fp16x3 measured 1.66x and
-0.81x SGEMM on them (H100, docs/performance.md). Where the coefficients come from, in order:
+0.81x SGEMM on them (H100, docs/performance.md). Where a backend runs one scheme on two kernels whose costs differ in kind,
+each has its own coefficients (``path_of``): the cuda backend's bf16
+schemes run on the FP32-operand kernel on outputs of up to one wave of
+tiles, with no operand passes but a slower GEMM (backends/cuda_fused.py:
+f32_pays), and on the slice path elsewhere. Where a path has no fit of its
+own (too few calibrated shapes, or shipped points that predate it), the
+scheme's main fit prices it. Where the coefficients come from, in order:
 
 1. a calibration measured on this device and backend with
    ``jaxemu.calibrate()`` (``python -m jaxemu calibrate``), cached on disk
@@ -90,9 +96,24 @@ def _h100_points() -> Dict[str, Dict[Shape, float]]:
     return _points(_H100_SGEMM, _H100_SPEEDUP)
 
 
-# (device kind substring, backend) -> (source, measured points)
-SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-26 (docs/performance.md)", _h200_points),
-           ("H100", "cuda"): ("shipped: H100 measurements of 2026-11-24 (docs/performance.md)", _h100_points)}
+# (device kind substring, backend) -> (source, measured points, whether to fit
+# each kernel path apart). Both sets predate the FP32-operand kernel's default
+# (2026-11-27): every point is the slice path's, so one fit per scheme.
+SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-26 (docs/performance.md)", _h200_points, False),
+           ("H100", "cuda"): ("shipped: H100 measurements of 2026-11-24 (docs/performance.md)", _h100_points, False)}
+
+
+def path_of(backend: str, scheme: str, shape: Shape) -> str:
+    """The kernel path ``backend`` takes for ``scheme`` at ``shape`` where it
+    has two whose costs differ in kind: "f32" for the cuda backend's
+    FP32-operand kernel (backends/cuda_fused.py: f32_kernel, which reads the
+    same switch), "" for the backend's main path."""
+    if backend != "cuda" or scheme == "fp32":
+        return ""
+    from .backends import cuda_fused
+    from .schemes import get_scheme
+    b, m, n, k = shape
+    return "f32" if cuda_fused.f32_kernel(get_scheme(scheme), m, k, n, b) else ""
 
 
 # Relative cost of one FLOP per slice product on Hopper, for when no model is
@@ -143,20 +164,40 @@ class CostModel:
     backend: str
     source: str
     coefficients: Tuple[Tuple[str, Tuple[float, ...]], ...]  # (scheme, (1/rate, per_output, per_input, fixed))
+    # (scheme, path, coefficients) of the kernel paths fit apart (path_of)
+    paths: Tuple[Tuple[str, str, Tuple[float, ...]], ...] = ()
 
     @classmethod
     def from_points(cls, device: str, backend: str, source: str,
-                    points: Dict[str, Dict[Shape, float]]) -> "CostModel":
-        missing = [s for s in SCHEMES if s not in points or len(points[s]) < N_COEFFICIENTS]
-        if missing:
-            raise ValueError(f"a cost model needs >= {N_COEFFICIENTS} timed shapes for each of {SCHEMES}; "
-                             f"missing {missing}")
-        return cls(device, backend, source, tuple((s, _fit(points[s])) for s in SCHEMES))
+                    points: Dict[str, Dict[Shape, float]], by_path: bool = True) -> "CostModel":
+        """The fit of timed points; ``by_path``: the shapes a backend runs on
+        another kernel path (``path_of``) are fit apart where each path has at
+        least N_COEFFICIENTS of them (else one fit of all the scheme's points)."""
+        main, paths = [], []
+        for s in SCHEMES:
+            pts = points.get(s, {})
+            if len(pts) < N_COEFFICIENTS:
+                raise ValueError(f"a cost model needs >= {N_COEFFICIENTS} timed shapes for each of {SCHEMES}; "
+                                 f"{s} has {len(pts)}")
+            groups: Dict[str, Dict[Shape, float]] = {}
+            for shape, t in pts.items():
+                groups.setdefault(path_of(backend, s, shape) if by_path else "", {})[shape] = t
+            if len(groups.get("", {})) < N_COEFFICIENTS:
+                groups = {"": pts}
+            main.append((s, _fit(groups.pop(""))))
+            paths += [(s, p, _fit(g)) for p, g in sorted(groups.items()) if len(g) >= N_COEFFICIENTS]
+        return cls(device, backend, source, tuple(main), tuple(paths))
 
-    def time(self, scheme: str, shape: Shape) -> float:
+    def time(self, scheme: str, shape: Shape, path: Optional[str] = None) -> float:
+        """Seconds of ``scheme`` at ``shape`` (B, M, N, K) on the path the
+        backend takes there (``path``: on that one; "" the main path, e.g.
+        for products that share a split, which always take it)."""
         coef = dict(self.coefficients)
         if scheme not in coef:
             raise ValueError(f"the cost model knows {SCHEMES}, not {scheme!r}")
+        if self.paths:
+            p = path_of(self.backend, scheme, shape) if path is None else path
+            coef.update({s: c for s, q, c in self.paths if q == p and p})
         return float(_features(shape) @ np.array(coef[scheme]))
 
     def gather_time(self, shape: Shape, rows: bool = True, cols: bool = False) -> float:
@@ -173,14 +214,16 @@ class CostModel:
 
     def to_json(self) -> dict:
         return dict(device=self.device, backend=self.backend, source=self.source,
-                    coefficients={s: list(c) for s, c in self.coefficients})
+                    coefficients={s: list(c) for s, c in self.coefficients},
+                    paths=[[s, p, list(c)] for s, p, c in self.paths])
 
     @classmethod
     def from_json(cls, d: dict) -> "CostModel":
         coef = tuple((s, tuple(float(x) for x in d["coefficients"][s])) for s in SCHEMES)
-        if any(len(c) != N_COEFFICIENTS for _, c in coef):  # e.g. cached by a jaxemu of 3 coefficients
-            raise ValueError(f"expected {N_COEFFICIENTS} coefficients per scheme")
-        return cls(d["device"], d["backend"], d["source"], coef)
+        paths = tuple((str(s), str(p), tuple(float(x) for x in c)) for s, p, c in d.get("paths", []))
+        if any(len(c) != N_COEFFICIENTS for _, c in coef) or any(len(c) != N_COEFFICIENTS for *_, c in paths):
+            raise ValueError(f"expected {N_COEFFICIENTS} coefficients per scheme")  # e.g. cached by a jaxemu of 3
+        return cls(d["device"], d["backend"], d["source"], coef, paths)
 
 
 def cache_path() -> Path:
@@ -232,26 +275,30 @@ def model_for(device: str, backend: str) -> Optional[CostModel]:
         except (KeyError, TypeError, ValueError) as e:
             warnings.warn(f"jaxemu: ignoring the malformed entry {key!r} of {cache_path()} ({e!r}); "
                           "rerun jaxemu.calibrate()", stacklevel=2)
-    for (kind, be), (source, points) in SHIPPED.items():
+    for (kind, be), (source, points, by_path) in SHIPPED.items():
         if kind in device and be == backend:
-            return _shipped(kind, be, device, source, points)
+            return _shipped(kind, be, device, source, points, by_path)
     return None
 
 
 _SHIPPED_MODELS: Dict[Tuple[str, str], CostModel] = {}
 
 
-def _shipped(kind, backend, device, source, points) -> CostModel:
+def _shipped(kind, backend, device, source, points, by_path) -> CostModel:
     if (kind, backend) not in _SHIPPED_MODELS:
-        _SHIPPED_MODELS[(kind, backend)] = CostModel.from_points(kind, backend, source, points())
+        _SHIPPED_MODELS[(kind, backend)] = CostModel.from_points(kind, backend, source, points(), by_path)
     return dataclasses.replace(_SHIPPED_MODELS[(kind, backend)], device=device)
 
 
 def default_shapes(platform: str) -> Sequence[Shape]:
     if platform == "cpu":  # small, so that calibrating a CPU takes seconds
         return [(1, 128, 128, 128), (1, 256, 256, 256), (1, 384, 384, 384), (1, 512, 512, 64), (1, 64, 64, 512)]
-    return [(1, 1024, 1024, 1024), (1, 2048, 2048, 2048), (1, 4096, 4096, 4096), (1, 4096, 4096, 256),
-            (1, 256, 4096, 4096), (4, 2048, 2048, 2048)]
+    # The last four: outputs of at most a wave of tiles, which the cuda
+    # backend's bf16 schemes run on the FP32-operand kernel (path_of: at
+    # least N_COEFFICIENTS shapes on each path), two of them long-K (the
+    # k-means update's kind).
+    return [(1, 2048, 2048, 2048), (1, 4096, 4096, 4096), (1, 4096, 4096, 256), (4, 2048, 2048, 2048),
+            (1, 1024, 1024, 1024), (1, 256, 4096, 4096), (1, 1024, 256, 262144), (1, 512, 512, 65536)]
 
 
 def measure_points(shapes: Sequence[Shape], device, repeats: int = 5) -> Dict[str, Dict[Shape, float]]:

@@ -105,6 +105,51 @@ def test_the_fit_recovers_known_coefficients():
         np.testing.assert_allclose(c, true[s], rtol=1e-6, atol=1e-18)
 
 
+def test_the_cuda_backends_two_bf16_paths_are_fit_apart(monkeypatch):
+    """The cuda backend runs bf16x6 on the FP32-operand kernel on outputs of up
+    to a wave of tiles (no operand passes, a slower GEMM) and on the slice
+    path elsewhere: the model fits each apart (costs.path_of), prices each
+    shape on the path that runs it (JAXEMU_CUDA_F32_OPERANDS included), and
+    auto then picks bf16x6 where its FP32-operand kernel is the fastest."""
+    monkeypatch.delenv("JAXEMU_CUDA_F32_OPERANDS", raising=False)
+    true = {"fp32": (1 / 50e12, 2e-12, 1e-12, 2e-5), "fp16x3": (1 / 160e12, 3e-12, 6e-12, 1.3e-4),
+            "bf16x6": (1 / 110e12, 0.0, 8e-12, 1.5e-4)}
+    f32_path = (1 / 85e12, 1e-12, 0.0, 2e-5)  # bf16x6 without operand passes, at a lower rate
+    shapes = costs.default_shapes("gpu")
+    on_path = [sh for sh in shapes if costs.path_of("cuda", "bf16x6", sh) == "f32"]
+    assert len(on_path) >= costs.N_COEFFICIENTS and len(shapes) - len(on_path) >= costs.N_COEFFICIENTS
+    assert all(costs.path_of("cuda", s, sh) == "" for s in ("fp32", "fp16x3") for sh in shapes)
+    assert all(costs.path_of("xla", "bf16x6", sh) == "" for sh in shapes)
+
+    def t(scheme, sh):
+        c = f32_path if sh in on_path and scheme == "bf16x6" else true[scheme]
+        return float(costs._features(sh) @ np.array(c))
+    points = {s: {sh: t(s, sh) for sh in shapes} for s in costs.SCHEMES}
+    model = costs.CostModel.from_points("test", "cuda", "synthetic", points)
+    for s, c in model.coefficients:
+        np.testing.assert_allclose(c, true[s], rtol=1e-6, atol=1e-18)
+    assert [(s, p) for s, p, _ in model.paths] == [("bf16x6", "f32")]
+    np.testing.assert_allclose(model.paths[0][2], f32_path, rtol=1e-6, atol=1e-18)
+    update = (1, 1024, 256, 1 << 20)
+    assert costs.path_of("cuda", "bf16x6", update) == "f32"
+    np.testing.assert_allclose(model.time("bf16x6", update), float(costs._features(update) @ np.array(f32_path)),
+                               rtol=1e-9)
+    main = float(costs._features(update) @ np.array(true["bf16x6"]))
+    np.testing.assert_allclose(model.time("bf16x6", update, path=""), main, rtol=1e-9)
+    assert costs.CostModel.from_json(model.to_json()) == model
+    # auto: bf16x6 on its FP32-operand kernel beats fp16x3's slice path on the update here
+    pl = auto.plan(*update, jaxemu.get_scheme("auto"), model=model)
+    assert pl.candidates[0].label == "bf16x6", pl.candidates
+    # the switch off: the slice path runs, and is what the model prices
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")
+    np.testing.assert_allclose(model.time("bf16x6", update), main, rtol=1e-9)
+    assert auto.plan(*update, jaxemu.get_scheme("auto"), model=model).candidates[0].label != "bf16x6"
+    # one fit of all the points where a path has too few of them, and where paths are not asked for
+    few = {s: {sh: points[s][sh] for sh in shapes[:5]} for s in costs.SCHEMES}
+    assert costs.CostModel.from_points("test", "cuda", "synthetic", few).paths == ()
+    assert costs.CostModel.from_points("test", "cuda", "synthetic", points, by_path=False).paths == ()
+
+
 def test_a_broken_cache_is_ignored_with_a_warning(tmp_path, monkeypatch):
     monkeypatch.setenv("JAXEMU_CACHE_DIR", str(tmp_path))
     (tmp_path / "costs.json").write_text("[1, 2]")
