@@ -6,6 +6,7 @@
 #   STEPS="build int8" bash scripts/gpu_session.sh   # the int8 kernels' tests and benchmark (issue 14)
 #   STEPS="build split" bash scripts/gpu_session.sh  # the split kernel: tests, XLA's split vs the kernel (issue 10)
 #   STEPS="build kernels" bash scripts/gpu_session.sh  # tests/native/kernel_check without a sanitizer (every family)
+#   STEPS="build costs" bash scripts/gpu_session.sh  # auto's cost-model points (scripts/cost_points.py), to ship in costs.py
 #   STEPS="baseline" BASE_DIR=.base BENCH_ARGS="..." bash scripts/gpu_session.sh  # another version's bench, same machine
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"
@@ -70,6 +71,10 @@ fi
 if [[ " $STEPS " == *" kernels "* ]]; then
   # Every kernel family through its host interface, results checked on the host.
   TOOLS="" OUT="$OUT/kernels" timeout "${KERNELS_TIMEOUT:-400}" bash scripts/sanitize_kernels.sh 2>&1 | tail -5
+fi
+if [[ " $STEPS " == *" costs "* ]]; then
+  JAX_PLATFORMS=cuda,cpu timeout "${COSTS_TIMEOUT:-300}" python3 scripts/cost_points.py --repeats "${COSTS_REPEATS:-5}" \
+    2>&1 | tee "$OUT/cost_points.txt" | tail -8
 fi
 if [[ " $STEPS " == *" apps "* ]]; then
   JAX_PLATFORMS=cuda,cpu timeout "${APPS_TIMEOUT:-450}" python3 -m jaxemu.apps --json "$OUT/apps.json" \
