@@ -409,16 +409,21 @@ def f32_kernel(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
     return runs and (switches.forced("f32_operands") or f32_pays(m, n, batch))
 
 
+def f32_tiles(m: int, n: int, batch: int = 1) -> int:
+    """Output tiles of the FP32-operand kernel (128 x 128)."""
+    return -(-m // TILE_M) * -(-n // 128) * batch
+
+
 def f32_pays(m: int, n: int, batch: int = 1) -> bool:
     """Whether the FP32-operand kernel beats the slice path: outputs of at
-    most F32_MAX_WAVES waves of 128 x 128 tiles, where the split passes cost
-    as much as a large share of the GEMM, or more (its measurements)."""
-    return -(-m // TILE_M) * -(-n // 128) * batch <= F32_MAX_WAVES * sm_count()
+    most F32_MAX_WAVES waves of its tiles, where the split passes cost as
+    much as a large share of the GEMM, or more (its measurements)."""
+    return f32_tiles(m, n, batch) <= F32_MAX_WAVES * sm_count()
 
 
 def f32_splits(m: int, n: int, k: int, batch: int) -> int:
     """K-splits of the FP32-operand kernel at its 128 x 128 tiles (k_splits)."""
-    return k_splits(-(-m // TILE_M) * -(-n // 128) * batch, max(1, -(-k // F32_TILE_K)), 8, sm_count())
+    return k_splits(f32_tiles(m, n, batch), max(1, -(-k // F32_TILE_K)), 8, sm_count())
 
 
 def f32_product(a, b, s: FloatSplit):
