@@ -205,15 +205,15 @@ std::string finish_f32(const Problem& p, const SplitF32& f32, int sms, cudaStrea
   return e == cudaSuccess ? "" : std::string("split-K sum / fix-up launch: ") + cudaGetErrorString(e);
 }
 
-#define JAXEMU_F32_DECLARE(name, slices_a, slices_b, terms) \
+#define JAXEMU_F32_DECLARE(name, slices_a, slices_b, terms, register_a) \
   std::string run_##name(const Problem&, const SplitProblem&, const SplitF32&, cudaStream_t);
 JAXEMU_F32_CONFIGS(JAXEMU_F32_DECLARE)
 #undef JAXEMU_F32_DECLARE
 
 using RunF32Fn = std::string (*)(const Problem&, const SplitProblem&, const SplitF32&, cudaStream_t);
-static RunF32Fn f32_kernel_for(int sa, int sb, int nterms) {
-#define JAXEMU_F32_PICK(name, s_a, s_b, terms) \
-  if (sa == s_a && sb == s_b && nterms == terms) return run_##name;
+static RunF32Fn f32_kernel_for(int sa, int sb, int nterms, bool register_a) {
+#define JAXEMU_F32_PICK(name, s_a, s_b, terms, reg_a) \
+  if (sa == s_a && sb == s_b && nterms == terms && register_a == bool(reg_a)) return run_##name;
   JAXEMU_F32_CONFIGS(JAXEMU_F32_PICK)
 #undef JAXEMU_F32_PICK
   return nullptr;
@@ -232,7 +232,7 @@ std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32&
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;
   if (plan.ngroups != 1) return "the FP32-operand kernels take terms of one weight";
-  if (!f32_kernel_for(p.sa, p.sb, p.nterms))
+  if (!f32_kernel_for(p.sa, p.sb, p.nterms, f32.register_a))
     return "no FP32-operand kernel for " + std::to_string(p.sa) + " x " + std::to_string(p.sb) + " slices and " +
            std::to_string(p.nterms) + " terms (ffi/fused/generate.py: F32_CONFIGS)";
   const int64_t k_tiles = (p.k + kF32TileK - 1) / kF32TileK;
@@ -247,7 +247,7 @@ std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32&
 std::string run_f32(const Problem& p, const SplitProblem& cut, const SplitF32& f32, cudaStream_t stream) {
   std::string why = check_f32(p, cut, f32);
   if (!why.empty()) return why;
-  return f32_kernel_for(p.sa, p.sb, p.nterms)(p, cut, f32, stream);
+  return f32_kernel_for(p.sa, p.sb, p.nterms, f32.register_a)(p, cut, f32, stream);
 }
 
 }  // namespace fused

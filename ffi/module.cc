@@ -120,12 +120,13 @@ JAXEMU_FUSED_HANDLER(kFusedTF32, kTF32, F32)
 // run_f32; bf16 slices): a (L, M, K) and b (L, K, N) float32; out C (L, M,
 // N) float32, and two work buffers the kernel needs: the K-splits' partials
 // (splits, L, M, N) float32 (one element when splits == 1) and the
-// special-value flag (1,) int32.
+// special-value flag (1,) int32. register_a: the kernels that keep A's
+// slices in registers (wgmma's RS form) instead of shared memory.
 ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> c,
                         ffi::Result<ffi::AnyBuffer> partials, ffi::Result<ffi::AnyBuffer> flags,
                         ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b,
                         ffi::Span<const int64_t> term_exp, ffi::Span<const int64_t> kc_tiles, int64_t splits,
-                        int64_t slices_a, int64_t slices_b, int64_t lo_scale_bits) {
+                        int64_t slices_a, int64_t slices_b, int64_t lo_scale_bits, int64_t register_a) {
   auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
   if (a.element_type() != ffi::DataType::F32 || b.element_type() != ffi::DataType::F32 ||
       c->element_type() != ffi::DataType::F32 || partials->element_type() != ffi::DataType::F32 ||
@@ -156,6 +157,7 @@ ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
   fused::SplitF32 f32;
   f32.partials = splits > 1 ? static_cast<float*>(partials->untyped_data()) : nullptr;
   f32.flags = static_cast<int32_t*>(flags->untyped_data());
+  f32.register_a = register_a != 0;
   if (p.m == 0 || p.n == 0 || p.batch == 0) return ffi::Error::Success();
   if (p.k == 0) return ffi::Error::InvalidArgument("jaxemu fused f32: K = 0 must be handled by the caller");
   std::string why = fused::check_f32(p, cut, f32);
@@ -180,7 +182,8 @@ XLA_FFI_DEFINE_HANDLER(kFusedF32, FusedF32Impl,
                            .Attr<int64_t>("splits")
                            .Attr<int64_t>("slices_a")
                            .Attr<int64_t>("slices_b")
-                           .Attr<int64_t>("lo_scale_bits"));
+                           .Attr<int64_t>("lo_scale_bits")
+                           .Attr<int64_t>("register_a"));  // A's slices in registers (traits_f32.cuh)
 
 // The fused path's operand split (fused/params.h: SplitProblem): x (L, R, K),
 // or (L, K, R) with `transposed`, float32; row exponents (L, R) int32 or

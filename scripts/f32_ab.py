@@ -1,6 +1,7 @@
 """bf16 schemes with their operands split in the GEMM's shared memory
-(JAXEMU_CUDA_F32_OPERANDS=1, ffi/fused/kernel_f32.cuh) against the slice
-path (split kernel, then the slice GEMM), same process:
+(JAXEMU_CUDA_F32_OPERANDS=1, ffi/fused/kernel_f32.cuh; with A's slices in
+shared memory, and in registers: JAXEMU_CUDA_F32_REGISTER_A=1) against the
+slice path (split kernel, then the slice GEMM), same process:
 
     JAX_PLATFORMS=cuda python scripts/f32_ab.py [--shapes 1x1024x1048576x256,...] [--schemes bf16x6,bf16x3]
 
@@ -42,14 +43,17 @@ def main(argv=None):
         t32 = 1e3 * T.median_time(lambda: sgemm(a, b), args.reps, 0.02)
         for name in args.schemes.split(","):
             ms, out = {}, {}
-            for flag in ("0", "1"):
-                os.environ["JAXEMU_CUDA_F32_OPERANDS"] = flag
+            for flag in ("0", "1", "rs"):  # the slice path; FP32 operands, A's slices in shared memory / registers
+                os.environ["JAXEMU_CUDA_F32_OPERANDS"] = "0" if flag == "0" else "1"
+                os.environ["JAXEMU_CUDA_F32_REGISTER_A"] = "1" if flag == "rs" else "0"
                 f = jax.jit(lambda a, b, name=name: jaxemu.matmul(a, b, scheme=name))  # traced with the switch as set
                 ms[flag] = 1e3 * T.median_time(lambda: f(a, b), args.reps, 0.02)
                 out[flag] = f(a, b)
             diff = float(jnp.max(jnp.abs(out["1"] - out["0"])) / jnp.max(jnp.abs(out["0"])))
+            same = bool(jnp.all(out["rs"] == out["1"]))  # the same sums in the same order: the same bits
             print(f"{shape:22s} {name:7s} sgemm {t32:8.3f} ms  slices {ms['0']:8.3f} ({t32 / ms['0']:.2f}x)"
-                  f"  f32 operands {ms['1']:8.3f} ({t32 / ms['1']:.2f}x)  max diff {diff:.1e}", flush=True)
+                  f"  f32 operands {ms['1']:8.3f} ({t32 / ms['1']:.2f}x)  A in registers {ms['rs']:8.3f} "
+                  f"({t32 / ms['rs']:.2f}x, bits {'same' if same else 'DIFFER'})  max diff {diff:.1e}", flush=True)
             del out
         faulthandler.cancel_dump_traceback_later()
 

@@ -11,6 +11,9 @@ OUT="${OUT:-/tmp/jaxemu-out}"
 export JAXEMU_CUTLASS_DIR="${JAXEMU_CUTLASS_DIR:-$PWD/.cutlass}" JAX_PLATFORMS=cuda,cpu PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 t0=$(date +%s)
+# The register-A fragments' pairing, on the host (tests/native/f32_layout_check.cu)
+nvcc -std=c++17 -arch=sm_90a --expt-relaxed-constexpr -Iffi -I"$JAXEMU_CUTLASS_DIR/include" \
+  tests/native/f32_layout_check.cu -o /tmp/f32_layout_check && /tmp/f32_layout_check | tr '\n' ' '; echo
 python3 -m pip install --no-build-isolation --no-deps -Cbuild-dir=build/gpu -Cbuild.verbose=false \
   -Ccmake.define.JAXEMU_CUDA=ON -e . > "$OUT/build.log" 2>&1 &
 bp=$!

@@ -20,9 +20,12 @@ pytestmark = gpu.MARKS
 BF16 = ["bf16x3", "bf16x6", "bf16x9"]
 
 
-@pytest.fixture(autouse=True)
-def f32_operands(monkeypatch):
+@pytest.fixture(autouse=True, params=["smem", "registers"])
+def f32_operands(monkeypatch, request):
+    """Every test on both forms of the kernel: A's slices in shared memory,
+    and in registers (JAXEMU_CUDA_F32_REGISTER_A=1, wgmma's RS form)."""
     monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "1")
+    monkeypatch.setenv("JAXEMU_CUDA_F32_REGISTER_A", "1" if request.param == "registers" else "0")
 
 
 def run(name, a, b):
@@ -122,3 +125,22 @@ def test_repeated_runs_are_bit_identical():
     first = np.asarray(f(a, b))
     for _ in range(3):
         np.testing.assert_array_equal(np.asarray(f(a, b)), first)
+
+
+@pytest.mark.parametrize("name", BF16 + ["bf16x6_exact_a"])
+def test_a_in_registers_gives_the_same_bits(name, monkeypatch):
+    # The RS form runs the same wgmma terms in the same order into the same
+    # accumulator, from the same slices (cut in registers instead of shared
+    # memory): the same bits, K-splits and edge tiles included.
+    s = jaxemu.get_scheme("bf16x6").with_exact(True, False) if name == "bf16x6_exact_a" else jaxemu.get_scheme(name)
+    rng = np.random.default_rng(11)
+    for m, k, n in [(129, 1032, 68), (3, 1 << 14, 12), (300, 96, 260)]:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        if s.exact[0]:
+            a = (rng.integers(0, 3, (m, k)) == 0).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        out = {}
+        for reg in ("0", "1"):
+            monkeypatch.setenv("JAXEMU_CUDA_F32_REGISTER_A", reg)
+            out[reg] = np.asarray(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))(a, b))
+        np.testing.assert_array_equal(out["1"].view(np.uint32), out["0"].view(np.uint32), err_msg=f"{m}x{k}x{n}")

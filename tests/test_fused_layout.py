@@ -2,6 +2,7 @@
 kernel reads, the split kernel's per-thread code (compiled for the host with
 nvcc), its term table and its launch heuristic (the kernels themselves are
 tested on the GPU in test_cuda.py)."""
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -41,14 +42,15 @@ def test_slices_are_the_xla_backends_slices_tile_by_tile(name, rng):
         assert e is None
 
 
-def _host_program(tmp_path_factory, name):
+def _host_program(tmp_path_factory, name, extra=()):
     """tests/native/<name>.cu compiled for the host with nvcc (skips without it)."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found (CI has the CUDA toolkit: this runs there)")
     exe = tmp_path_factory.mktemp("native") / name
     src = Path(__file__).resolve().parent / "native" / f"{name}.cu"
-    subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True, timeout=300)
+    subprocess.run([nvcc, "-std=c++17", "-O2", *extra, "-o", str(exe), str(src)], check=True, capture_output=True,
+                   timeout=300)
     return exe
 
 
@@ -216,6 +218,23 @@ def test_f32_operand_kernels_match_the_generated_ones_and_run_where_they_pay(mon
     assert F.f32_splits(8192, 8192, 8192, 1) == 1
     sp = F.f32_splits(1024, 256, 1 << 20, 1)
     assert 2 <= sp <= F.MAX_SPLITS and 16 * sp <= 2 * F.sm_count()
+
+
+def test_register_a_fragments_pair_adjacent_k_steps(tmp_path_factory):
+    """tests/native/f32_layout_check.cu: in the FP32-operand kernels with
+    A's slices in registers, every thread's A fragment pairs K-steps k, k + 1
+    (k even) of one row, adjacent and 8-byte aligned in the FP32 stage
+    (transform.cuh: cut_a_regs), and covers the tile once; the compiled-in
+    term tables are terms_of's. Needs CUTLASS's headers (JAXEMU_CUTLASS_DIR
+    or .cutlass/, BUILD.md)."""
+    root = Path(__file__).resolve().parents[1]
+    cutlass = Path(os.environ.get("JAXEMU_CUTLASS_DIR") or root / ".cutlass")
+    if not (cutlass / "include" / "cute" / "tensor.hpp").exists():
+        pytest.skip(f"no CUTLASS headers at {cutlass} (JAXEMU_CUTLASS_DIR)")
+    exe = _host_program(tmp_path_factory, "f32_layout_check",
+                        ("-arch=sm_90a", "--expt-relaxed-constexpr", f"-I{root / 'ffi'}", f"-I{cutlass / 'include'}"))
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.count(": ok") == len(F.F32_KERNELS), out.stdout
 
 
 def test_kernel_table_matches_the_generated_kernels():

@@ -63,7 +63,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) fused_f32_kernel(CUTE_GRID_CON
     bool bad = false;
     for (int64_t idx = blockIdx.x; idx < total; idx += gridDim.x) {
       const WorkTile w = sched.get(idx);
-      MainloopF32<T>::mma(params, pipeline, read, smem, w, tiled_mma, thr_mma, offsets, total_acc);
+      if constexpr (T::kRegisterA)
+        MainloopF32<T>::mma_rs(params, pipeline, read, smem, w, tiled_mma, thr_mma, offsets, total_acc);
+      else
+        MainloopF32<T>::mma(params, pipeline, read, smem, w, tiled_mma, thr_mma, offsets, total_acc);
       Epilogue<T>::store(params, w, total_acc, coords);
       if (params.problem.splits == 1) {  // (with K-splits the sum is checked: reduce_splits_kernel)
         CUTLASS_PRAGMA_UNROLL
@@ -86,6 +89,11 @@ std::string launch_f32(const Problem& p, const SplitProblem& cut, const SplitF32
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;
   if (plan.ngroups != 1 || p.nterms != T::kTerms0) return "the kernel takes " + std::to_string(T::kTerms0) + " terms of one weight";
+  if constexpr (T::kRegisterA) {  // its terms are compiled in (traits_f32.cuh: f32_term_pair)
+    for (int t = 0; t < p.nterms; ++t)
+      if (p.term_a[t] != T::term_a(t) || p.term_b[t] != T::term_b(t))
+        return "term " + std::to_string(t) + " is not the configuration's (ffi/fused/traits_f32.cuh: f32_term_pair)";
+  }
   const int32_t m = int32_t(p.m), n = int32_t(p.n), k = int32_t(p.k), L = int32_t(p.batch);
   auto gA = make_tensor(make_gmem_ptr(static_cast<float const*>(p.a)), T::gmem_layout_a(m, k, L));
   auto gB = make_tensor(make_gmem_ptr(static_cast<float const*>(p.b)), T::gmem_layout_b(n, k, L));

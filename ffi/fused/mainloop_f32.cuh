@@ -121,6 +121,82 @@ struct MainloopF32 {
       Mainloop<T>::promote(total, p0, plan.exp[0]);
     }
   }
+
+  // The same loop with A's slices in registers (T::kRegisterA, wgmma's RS
+  // form): each consumer cuts its own rows of A from the FP32 stage into
+  // register fragments, buffers 0 and 1 alternating like B's slice tiles in
+  // shared memory (registers cannot be indexed at run time, so the steps
+  // alternate as two instantiations of one step, and the terms are the
+  // configuration's own, T::term_a / T::term_b, which launch_f32 checks
+  // against the problem's). Per K-tile: issue every term's wgmma on buffer
+  // t % 2; cut K-tile t + 1 (A into registers, B into shared memory); wait;
+  // barrier; promote at the end of a chunk.
+  template <class Accum, class ThrMma>
+  static __device__ __forceinline__ void mma_rs(typename T::Params const& params, Pipeline& pipeline,
+                                                PipelineState& read, typename T::SharedStorage& smem,
+                                                WorkTile const& w, typename T::TiledMma& tiled_mma,
+                                                ThrMma const& thr_mma, typename Transform<T>::Offsets const& o,
+                                                Accum& total) {
+    const Problem& p = params.problem;
+    Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});  // (shapes only)
+    Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});
+    Tensor tCrB = thr_mma.make_fragment_B(thr_mma.partition_B(sB));
+    Tensor ra0 = thr_mma.partition_fragment_A(sA(_, _, 0));  // (MMA, MMA_M, MMA_K) in registers
+    decltype(ra0) ra[2][SA];
+    clear(total);
+    Tensor p0 = make_fragment_like(total);
+    KChunks it(params.plan, params.k_tiles, w.split, p.splits);
+    const int n = it.ke - it.kb;  // K-tiles of this item
+    const float step = pow2f(params.cut.lo_scale_bits);
+    auto cut = [&](auto buf) {
+      pipeline.consumer_wait(read);
+      Transform<T>::cut_a_regs(step, smem, o, read.index(), ra[decltype(buf)::value]);
+      Transform<T>::run(params.cut, smem, o, read.index(), decltype(buf)::value);
+      pipeline.consumer_release(read);
+      ++read;
+      cutlass::arch::fence_view_async_shared();
+    };
+    cut(Int<0>{});
+    step_barrier();
+    int t = 0;
+    bool fresh = true;
+    auto tile = [&](auto buf) {
+      constexpr int B = decltype(buf)::value;
+      warpgroup_fence_operand(p0);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < SA; ++i) warpgroup_fence_operand(ra[B][i]);
+      warpgroup_arrive();
+      cute::for_each(make_int_sequence<T::kTerms0>{}, [&](auto q) {
+        constexpr int ia = T::term_a(decltype(q)::value), ib = T::term_b(decltype(q)::value);
+        tiled_mma.accumulate_ = decltype(q)::value == 0 && fresh ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+        CUTLASS_PRAGMA_UNROLL
+        for (int kb = 0; kb < size<2>(ra0); ++kb) {
+          cute::gemm(tiled_mma, ra[B][ia](_, _, kb), tCrB(_, _, kb, SB * B + ib), p0);
+          tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+        }
+      });
+      warpgroup_commit_batch();
+      if (t + 1 < n) cut(Int<B ^ 1>{});  // the next K-tile, under this one's wgmma
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(p0);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < SA; ++i) warpgroup_fence_operand(ra[B][i]);
+      step_barrier();
+      ++t;
+      fresh = false;
+      if (it.kb + t == it.kt_end) {  // the chunk's last K-tile
+        Mainloop<T>::promote(total, p0, params.plan.exp[0]);
+        it.next();
+        fresh = true;
+      }
+    };
+    while (true) {
+      tile(Int<0>{});
+      if (t == n) break;
+      tile(Int<1>{});
+      if (t == n) break;
+    }
+  }
 };
 
 }  // namespace fused

@@ -109,6 +109,7 @@ inline std::string plan_terms(const Problem& p, TermPlan* plan) {
 struct SplitF32 {
   float* partials = nullptr;  // (splits, L, M, N) when splits > 1, else unused
   int32_t* flags = nullptr;   // one int32, zeroed by the launch: C holds a value that is not finite
+  bool register_a = false;    // A's slices in registers (traits_f32.cuh: kRegisterA), else in shared memory
 };
 
 // The split of one operand into the slices the kernel reads (split.cuh):

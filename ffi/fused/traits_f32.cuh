@@ -16,6 +16,8 @@
 // reads tf32 K-major only) and B arrives (K, N).
 #pragma once
 
+#include <type_traits>
+
 #include "cute/tensor.hpp"
 #include "cute/atom/mma_atom.hpp"
 #include "cute/atom/copy_traits_sm90_tma.hpp"
@@ -32,7 +34,37 @@ namespace fused {
 
 using namespace cute;
 
-template <class Element_, int SlicesA_, int SlicesB_, int Terms0_>
+// The k-th term (smallest first) of a kernel with sa x sb slices and
+// `terms` terms: the first `terms` slice pairs (i, j) by level i + j (then
+// by i) are the scheme's, listed from the highest level down, by i within a
+// level: jaxemu/backends/cuda_fused.py's terms_of for every F32
+// configuration (bf16x3, bf16x6, bf16x9 and their exact-operand forms).
+// launch_f32 checks the problem's term table against it where the kernel
+// needs the terms at compile time (kRegisterA: slices in registers).
+constexpr int f32_pair_rank(int sa, int sb, int i, int j) {  // (i, j)'s place by level, then by i
+  int rank = 0;
+  for (int l = 0; l <= sa + sb - 2; ++l)
+    for (int a = 0; a < sa; ++a) {
+      if (l - a < 0 || l - a >= sb) continue;
+      if (a == i && l - a == j) return rank;
+      ++rank;
+    }
+  return -1;
+}
+
+constexpr int f32_term_pair(int sa, int sb, int terms, int k, bool want_a) {
+  int idx = 0;
+  for (int l = sa + sb - 2; l >= 0; --l)
+    for (int i = 0; i < sa; ++i) {
+      const int j = l - i;
+      if (j < 0 || j >= sb || f32_pair_rank(sa, sb, i, j) >= terms) continue;
+      if (idx == k) return want_a ? i : j;
+      ++idx;
+    }
+  return -1;
+}
+
+template <class Element_, int SlicesA_, int SlicesB_, int Terms0_, bool RegisterA_ = false>
 struct TraitsF32 {
   using Element = Element_;  // the slice format: cutlass::bfloat16_t
   static_assert(sizeof(Element) == 2, "16-bit slices (wgmma reads B MN-major only for 16-bit types)");
@@ -54,6 +86,14 @@ struct TraitsF32 {
   static_assert(kTerms0 >= 1 && kTerms0 <= kSlicesA * kSlicesB, "terms: pairs of slices");
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+  // A's slices in registers (wgmma's RS form): each consumer cuts its own 64
+  // rows of A straight from the FP32 stage into the wgmma's A fragments, so
+  // A's slices never cross shared memory (a write by the cut, a read per
+  // term by the wgmma: bf16x6, 72 of ~224 KB per K-tile and SM, which runs
+  // at 128 B/cycle against ~1536 tensor cycles: docs/performance.md stop 33).
+  static constexpr bool kRegisterA = RegisterA_;
+  static constexpr int term_a(int k) { return f32_term_pair(kSlicesA, kSlicesB, kTerms0, k, true); }
+  static constexpr int term_b(int k) { return f32_term_pair(kSlicesA, kSlicesB, kTerms0, k, false); }
   // Registers after setmaxnreg, as traits.cuh (one partial): the transform
   // runs in the consumers, next to their two 64-float accumulators.
   static constexpr int kProducerRegs = 40;
@@ -79,8 +119,11 @@ struct TraitsF32 {
   // K-steps per row), B MN-major; two buffers (the consumers write one while
   // the tensor cores read the other).
   static constexpr int kBuffers = 2;
+  // (With A in registers, one unused slice tile: it keeps the layouts' types
+  // and the fragment shapes without a second definition.)
+  static constexpr int kSmemSlicesA = kRegisterA ? 1 : kSlicesA * kBuffers;
   using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW64_Atom<Element>{},
-                                             make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kSlicesA * kBuffers>{})));
+                                             make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kSmemSlicesA>{})));
   using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
                                              make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kSlicesB * kBuffers>{})));
   static constexpr int kSliceBytes = int(sizeof(Element)) * int(cosize_v<SmemLayoutA> + cosize_v<SmemLayoutB>);
@@ -95,7 +138,9 @@ struct TraitsF32 {
                                                Step<_2, _1, _3>{}));
 
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<kTileK>>;
-  using MmaAtom = decltype(GMMA::ss_op_selector<Element, Element, float, TileShape, GMMA::Major::K, GMMA::Major::MN>());
+  using MmaAtom = std::conditional_t<
+      kRegisterA, decltype(GMMA::rs_op_selector<Element, Element, float, TileShape, GMMA::Major::K, GMMA::Major::MN>()),
+      decltype(GMMA::ss_op_selector<Element, Element, float, TileShape, GMMA::Major::K, GMMA::Major::MN>())>;
   using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kConsumerWarpgroups>, _1, _1>>{}));
 
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;

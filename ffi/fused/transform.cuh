@@ -44,8 +44,11 @@ struct Transform {
 
   // This thread's runs as element offsets at stage 0, slice 0 (computed once:
   // the swizzled layouts' arithmetic then costs one add per access).
+  // With A's slices in registers: the FP32 stage offset of each pair of
+  // this thread's A fragment elements (cut_a_regs).
+  static constexpr int kPairsA = TM * TK / (128 * T::kConsumerWarpgroups) / 2;
   struct Offsets {
-    int a32[kRunsA], a[kRunsA], b32[kRunsB], b[kRunsB];
+    int a32[kRunsA], a[kRunsA], b32[kRunsB], b[kRunsB], ra32[kPairsA];
   };
   static __device__ __forceinline__ Offsets offsets(typename T::SharedStorage& smem) {
     const int wg = int(threadIdx.x) / 128 - 1, t = int(threadIdx.x) % 128;
@@ -68,6 +71,16 @@ struct Transform {
       o.b32[j] = int(&sB32(c, k, 0) - smem.b32.data());
       o.b[j] = int(&sB(c, k, 0) - smem.b.data());
     }
+    if constexpr (T::kRegisterA) {
+      // (Offsets from the array's own pointer: loads the compiler sees as
+      // shared-memory ones, LDS; through the swizzled tensor they were
+      // generic.)
+      typename T::TiledMma mma;
+      Tensor tA32 = mma.get_thread_slice(threadIdx.x - 128).partition_A(sA32(_, _, 0));  // (MMA, MMA_M, MMA_K)
+      static_assert(int(size(decltype(tA32){})) == 2 * kPairsA, "A fragment size");
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kPairsA; ++j) o.ra32[j] = int(&tA32(2 * j) - smem.a32.data());
+    }
     return o;
   }
 
@@ -80,45 +93,72 @@ struct Transform {
   // finite, and kernel_f32.cuh's fix-up gives them their FP32 values, which
   // is what FP32's rules ask for there.
   template <int kSlices>
-  static __device__ __forceinline__ void cut4(float step, float4 v, uint2 (&out)[kSlices]) {
-    float r[4] = {v.x, v.y, v.z, v.w};
+  static __device__ __forceinline__ void cut2(float step, float x0, float x1, uint32_t (&out)[kSlices]) {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < kSlices; ++i) {
-      uint32_t w[2];
-      CUTLASS_PRAGMA_UNROLL
-      for (int q = 0; q < 4; q += 2) {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(r[q], r[q + 1]);
-        w[q / 2] = *reinterpret_cast<const uint32_t*>(&h);
-        if (i + 1 < kSlices) {
-          r[q] = (r[q] - __uint_as_float(w[q / 2] << 16)) * step;
-          r[q + 1] = (r[q + 1] - __uint_as_float(w[q / 2] & 0xFFFF0000u)) * step;
-        }
+      const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+      out[i] = *reinterpret_cast<const uint32_t*>(&h);
+      if (i + 1 < kSlices) {
+        x0 = (x0 - __uint_as_float(out[i] << 16)) * step;
+        x1 = (x1 - __uint_as_float(out[i] & 0xFFFF0000u)) * step;
       }
-      out[i] = make_uint2(w[0], w[1]);
     }
   }
 
-  // FP32 stage `stage` -> slice buffer `buf`, this thread's share.
+  template <int kSlices>
+  static __device__ __forceinline__ void cut4(float step, float4 v, uint2 (&out)[kSlices]) {
+    uint32_t lo[kSlices], hi[kSlices];
+    cut2<kSlices>(step, v.x, v.y, lo);
+    cut2<kSlices>(step, v.z, v.w, hi);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < kSlices; ++i) out[i] = make_uint2(lo[i], hi[i]);
+  }
+
+  // FP32 stage `stage` -> slice buffer `buf`, this thread's share: A's rows
+  // (unless A's slices live in registers: cut_a_regs), then B's columns.
   static __device__ __forceinline__ void run(SplitProblem const& sp, typename T::SharedStorage& smem,
                                              Offsets const& o, int stage, int buf) {
     const float step = pow2f(sp.lo_scale_bits);
-    const float* a32 = smem.a32.data() + stage * kStageA32;
-    const float* b32 = smem.b32.data() + stage * kStageB32;
-    auto* a = reinterpret_cast<uint16_t*>(smem.a.data()) + SA * buf * kSliceA;
-    auto* b = reinterpret_cast<uint16_t*>(smem.b.data()) + SB * buf * kSliceB;
-    CUTLASS_PRAGMA_UNROLL
-    for (int j = 0; j < kRunsA; ++j) {
-      uint2 w[SA];
-      cut4<SA>(step, *reinterpret_cast<float4 const*>(a32 + o.a32[j]), w);
+    if constexpr (!T::kRegisterA) {
+      const float* a32 = smem.a32.data() + stage * kStageA32;
+      auto* a = reinterpret_cast<uint16_t*>(smem.a.data()) + SA * buf * kSliceA;
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < SA; ++i) *reinterpret_cast<uint2*>(a + o.a[j] + i * kSliceA) = w[i];
+      for (int j = 0; j < kRunsA; ++j) {
+        uint2 w[SA];
+        cut4<SA>(step, *reinterpret_cast<float4 const*>(a32 + o.a32[j]), w);
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < SA; ++i) *reinterpret_cast<uint2*>(a + o.a[j] + i * kSliceA) = w[i];
+      }
     }
+    const float* b32 = smem.b32.data() + stage * kStageB32;
+    auto* b = reinterpret_cast<uint16_t*>(smem.b.data()) + SB * buf * kSliceB;
     CUTLASS_PRAGMA_UNROLL
     for (int j = 0; j < kRunsB; ++j) {
       uint2 w[SB];
       cut4<SB>(step, *reinterpret_cast<float4 const*>(b32 + o.b32[j]), w);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < SB; ++i) *reinterpret_cast<uint2*>(b + o.b[j] + i * kSliceB) = w[i];
+    }
+  }
+
+  // A's slices into registers (T::kRegisterA): this thread's FP32 values of
+  // stage `stage` in its A fragment's order (Offsets::ra32: thr_mma's
+  // partition_A of the stage), cut into the SA fragments `dst` that the RS
+  // wgmma reads. Fragment elements 2j and 2j + 1 are K-steps k and k + 1 of
+  // one row, k even (wgmma's A register layout), adjacent in the stage: one
+  // 8-byte read gives both, and their slices fill one 32-bit register each
+  // (tests/native/f32_layout_check.cu checks this on the host).
+  template <class Frag>
+  static __device__ __forceinline__ void cut_a_regs(float step, typename T::SharedStorage& smem, Offsets const& o,
+                                                    int stage, Frag (&dst)[SA]) {
+    const float* a32 = smem.a32.data() + stage * kStageA32;
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kPairsA; ++j) {
+      const float2 v = *reinterpret_cast<float2 const*>(a32 + o.ra32[j]);
+      uint32_t w[SA];
+      cut2<SA>(step, v.x, v.y, w);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < SA; ++i) recast<uint32_t>(dst[i])(j) = w[i];
     }
   }
 };

@@ -452,7 +452,7 @@ def f32_product(a, b, s: FloatSplit):
         term_a=np.array(t.a, np.int64), term_b=np.array(t.b, np.int64),
         term_exp=np.array(t.exp, np.int64), kc_tiles=np.array(t.kc_tiles, np.int64),
         splits=np.int64(splits), slices_a=np.int64(s.slices_of(0)), slices_b=np.int64(s.slices_of(1)),
-        lo_scale_bits=np.int64(s.lo_scale_bits))
+        lo_scale_bits=np.int64(s.lo_scale_bits), register_a=np.int64(switches.enabled("f32_register_a")))
     return c
 
 

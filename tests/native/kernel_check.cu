@@ -349,14 +349,15 @@ struct F32Case {
   int splits, kc_tiles;  // kc_tiles 0: the whole K in one chunk
   int special;           // 0 none, 1 Inf in A, 2 NaN in B, 3 A's largest finite values
   bool onehot = false;   // the exact operand one-hot along K: each entry of C is one value's slices
+  bool register_a = false;  // A's slices in registers (traits_f32.cuh: kRegisterA)
 };
 
 std::string label(const F32Case& c) {
   static const char* special[] = {"", " inf", " nan", " huge"};
   char buf[200];
-  std::snprintf(buf, sizeof buf, "f32 %s %lldx%lldx%lldx%lld splits=%d kc_tiles=%d%s%s", fused_schemes()[c.scheme].name,
-                (long long)c.batch, (long long)c.m, (long long)c.k, (long long)c.n, c.splits, c.kc_tiles,
-                special[c.special], c.onehot ? " one-hot" : "");
+  std::snprintf(buf, sizeof buf, "f32%s %s %lldx%lldx%lldx%lld splits=%d kc_tiles=%d%s%s", c.register_a ? " rs" : "",
+                fused_schemes()[c.scheme].name, (long long)c.batch, (long long)c.m, (long long)c.k, (long long)c.n,
+                c.splits, c.kc_tiles, special[c.special], c.onehot ? " one-hot" : "");
   return buf;
 }
 
@@ -391,6 +392,12 @@ std::vector<F32Case> f32_cases() {
     if (fused_schemes()[sc].exact_a || fused_schemes()[sc].exact_b)
       for (auto s : std::vector<std::array<int64_t, 4>>{{1, 129, 68, 132}, {2, 65, 1028, 20}, {1, 300, 4100, 300}})
         out.push_back({sc, s[0], s[1], s[2], s[3], s[2] > 1024 ? 2 : 1, 1, 0, true});
+  // Every case again with A's slices in registers (the RS wgmma kernels).
+  const size_t n = out.size();
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(out[i]);
+    out.back().register_a = true;
+  }
   return out;
 }
 
@@ -458,6 +465,7 @@ bool run_f32(const F32Case& c, std::mt19937_64& rng, std::string* detail) {
   fused::SplitF32 f32;
   f32.partials = c.splits > 1 ? static_cast<float*>(dp.ptr) : nullptr;
   f32.flags = static_cast<int32_t*>(df.ptr);
+  f32.register_a = c.register_a;
   std::string why = fused::check_f32(p, cut, f32);
   if (!why.empty()) {
     *detail = "check_f32 refused a valid problem: " + why;

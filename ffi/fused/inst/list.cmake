@@ -26,4 +26,11 @@ set(JAXEMU_FUSED_INSTANCES
   fused/inst/f32_bf16_s2x1_t2.cu
   fused/inst/f32_bf16_s1x3_t3.cu
   fused/inst/f32_bf16_s3x1_t3.cu
+  fused/inst/f32rs_bf16_s2_t3.cu
+  fused/inst/f32rs_bf16_s3_t6.cu
+  fused/inst/f32rs_bf16_s3_t9.cu
+  fused/inst/f32rs_bf16_s1x2_t2.cu
+  fused/inst/f32rs_bf16_s2x1_t2.cu
+  fused/inst/f32rs_bf16_s1x3_t3.cu
+  fused/inst/f32rs_bf16_s3x1_t3.cu
 )
