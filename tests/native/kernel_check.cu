@@ -39,6 +39,7 @@
 #include "int8.h"
 #include "int8/crt.cuh"
 #include "int8/residues.cuh"
+#include "fused/f32_terms.h"
 #include "fused/split.cuh"
 
 using namespace jaxemu;
@@ -456,9 +457,14 @@ bool run_f32(const F32Case& c, std::mt19937_64& rng, std::string* detail) {
   p.splits = c.splits;
   p.nterms = int(s.products.size());
   for (int t = 0; t < p.nterms; ++t) {
-    const auto pr = s.products[p.nterms - 1 - t];  // smallest first
-    p.term_a[t] = pr.first;
-    p.term_b[t] = pr.second;
+    // smallest first, in the backend's order (cuda_fused.terms_of), which
+    // the register-A kernels have compiled in (f32_terms.h): the scheme's pairs
+    p.term_a[t] = fused::f32_term_pair(sa, sb, p.nterms, t, true);
+    p.term_b[t] = fused::f32_term_pair(sa, sb, p.nterms, t, false);
+    if (std::find(s.products.begin(), s.products.end(), std::make_pair(p.term_a[t], p.term_b[t])) == s.products.end()) {
+      *detail = "f32_term_pair gives a pair the scheme does not have";
+      return false;
+    }
     p.term_exp[t] = 0;
     p.kc_tiles[t] = c.kc_tiles ? int(std::min<int64_t>(c.kc_tiles, ktiles)) : int(ktiles);
   }
@@ -1025,6 +1031,78 @@ bool run_crt(const CrtCase& c, std::mt19937_64& rng, std::string* detail) {
 
 }  // namespace
 
+// --time-f32 BxMxKxN: the FP32-operand kernels' time, A's slices in shared
+// memory against registers, bf16x3 and bf16x6 on normal-ish data (uniform
+// (-1, 1)), promotion every K-tile as the backend asks, K-splits where the
+// output does not fill the GPU; and whether the two forms give the same bits.
+int time_f32(const std::string& spec) {
+  long long bsz = 0, m = 0, k = 0, n = 0;
+  if (std::sscanf(spec.c_str(), "%lldx%lldx%lldx%lld", &bsz, &m, &k, &n) != 4) return 2;
+  int sms = 0;
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> a(size_t(bsz * m * k)), b(size_t(bsz * k * n));
+  for (auto& x : a) x = u(rng);
+  for (auto& x : b) x = u(rng);
+  Device da(a.size() * 4), db(b.size() * 4), dc(size_t(bsz * m * n) * 4), df(4);
+  upload(da, a);
+  upload(db, b);
+  const int64_t ktiles = (k + fused::kF32TileK - 1) / fused::kF32TileK, tiles = bsz * ((m + 127) / 128) * ((n + 127) / 128);
+  int splits = 1;
+  while (tiles * (splits + 1) <= sms && ktiles >= 8 * (splits + 1) && splits < 16) ++splits;
+  Device dp(size_t(splits > 1 ? splits * bsz * m * n : 1) * 4);
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  for (const char* name : {"bf16x3", "bf16x6"}) {
+    const FusedScheme* s = nullptr;
+    for (const auto& f : fused_schemes())
+      if (std::string(f.name) == name) s = &f;
+    fused::Problem p;
+    p.a = da.ptr;
+    p.b = db.ptr;
+    p.c = static_cast<float*>(dc.ptr);
+    p.m = m, p.n = n, p.k = k, p.batch = bsz, p.sa = s->slices_a(), p.sb = s->slices_b(), p.splits = splits;
+    p.nterms = int(s->products.size());
+    for (int t = 0; t < p.nterms; ++t) {
+      p.term_a[t] = fused::f32_term_pair(p.sa, p.sb, p.nterms, t, true);  // (as run_f32's)
+      p.term_b[t] = fused::f32_term_pair(p.sa, p.sb, p.nterms, t, false);
+      p.term_exp[t] = 0, p.kc_tiles[t] = 1;
+    }
+    fused::SplitProblem cut;
+    cut.type = fused::SliceType::kBF16;
+    cut.lo_scale_bits = 0;
+    std::vector<float> got[2];
+    double ms[2];
+    for (int reg = 0; reg < 2; ++reg) {
+      fused::SplitF32 f32;
+      f32.partials = splits > 1 ? static_cast<float*>(dp.ptr) : nullptr;
+      f32.flags = static_cast<int32_t*>(df.ptr);
+      f32.register_a = reg == 1;
+      std::string why = fused::run_f32(p, cut, f32, nullptr);
+      if (!why.empty()) {
+        std::printf("%s: %s\n", name, why.c_str());
+        return 1;
+      }
+      CHECK_CUDA(cudaDeviceSynchronize());
+      const int reps = 10;
+      CHECK_CUDA(cudaEventRecord(e0));
+      for (int r = 0; r < reps; ++r) fused::run_f32(p, cut, f32, nullptr);
+      CHECK_CUDA(cudaEventRecord(e1));
+      CHECK_CUDA(cudaEventSynchronize(e1));
+      float t = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+      ms[reg] = t / reps;
+      got[reg] = download<float>(dc, size_t(bsz * m * n));
+    }
+    const bool same = std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4) == 0;
+    std::printf("%s %s splits=%d: A in shared memory %.3f ms, in registers %.3f ms (%.2fx), bits %s\n", spec.c_str(),
+                name, splits, ms[0], ms[1], ms[0] / ms[1], same ? "same" : "DIFFER");
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::string family;
   bool list = false;
@@ -1035,8 +1113,10 @@ int main(int argc, char** argv) {
     else if (a == "--family" && i + 1 < argc) family = argv[++i];
     else if (a == "--start" && i + 1 < argc) start = std::atol(argv[++i]);
     else if (a == "--count" && i + 1 < argc) count = std::atol(argv[++i]);
+    else if (a == "--time-f32" && i + 1 < argc) return time_f32(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--list] [--family fused|f32|int8|residues|split|crt] [--start N] [--count N]\n",
+      std::fprintf(stderr, "usage: %s [--list] [--family fused|f32|int8|residues|split|crt] [--start N] [--count N] "
+                   "| --time-f32 BxMxKxN\n",
                    argv[0]);
       return 2;
     }
