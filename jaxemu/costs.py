@@ -293,11 +293,11 @@ def _shipped(kind, backend, device, source, points, by_path) -> CostModel:
 def default_shapes(platform: str) -> Sequence[Shape]:
     if platform == "cpu":  # small, so that calibrating a CPU takes seconds
         return [(1, 128, 128, 128), (1, 256, 256, 256), (1, 384, 384, 384), (1, 512, 512, 64), (1, 64, 64, 512)]
-    # The last four: outputs of at most a wave of tiles, which the cuda
+    # The last four: outputs of at most two waves of tiles, which the cuda
     # backend's bf16 schemes run on the FP32-operand kernel (path_of: at
     # least N_COEFFICIENTS shapes on each path), two of them long-K (the
     # k-means update's kind).
-    return [(1, 2048, 2048, 2048), (1, 4096, 4096, 4096), (1, 4096, 4096, 256), (4, 2048, 2048, 2048),
+    return [(1, 3072, 3072, 3072), (1, 4096, 4096, 4096), (1, 4096, 4096, 256), (4, 2048, 2048, 2048),
             (1, 1024, 1024, 1024), (1, 256, 4096, 4096), (1, 1024, 256, 262144), (1, 512, 512, 65536)]
 
 

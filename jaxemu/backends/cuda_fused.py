@@ -388,12 +388,15 @@ F32_TILE_K = 32
 
 
 # Outputs of at most this many waves of the kernel's 128 x 128 tiles take
-# the FP32-operand kernel (f32_pays). H200, stop 33 (docs/performance.md), x
-# SGEMM, bf16x6 slice path / FP32-operand kernel: 16 tiles (the k-means
-# update, 1024 x 1048576 x 256) 0.97 / 1.62; 64 (1024^3) 0.56 / 1.01; 256
-# (2048^3) 1.67 / 1.69, (2048 x 8192 x 2048) 1.86 / 1.66; 400 (2560^3) 1.62 /
-# 1.40; 1024 (4096^3) 2.03 / 1.68.
-F32_MAX_WAVES = 1
+# the FP32-operand kernel (f32_pays). H200, x SGEMM, bf16x6, slice path /
+# FP32-operand kernel with A's slices in registers (stop 34,
+# docs/performance.md; in one process): 16 tiles (the k-means update, 1024 x
+# 1048576 x 256) 0.93 / 1.77; 256 tiles (2048^3, 1.94 waves) 1.62 / 1.87;
+# 4096 (8192^3) 2.12 / 1.81; 65536 (k-means distances) 1.93 / 1.75. Stop 33,
+# A's slices in shared memory, which the register form beats by 1.14-1.15x
+# on bf16x6: 64 tiles (1024^3) 0.56 / 1.01; 400 (2560^3) 1.62 / 1.40; 1024
+# (4096^3) 2.03 / 1.68.
+F32_MAX_WAVES = 2
 
 
 def f32_kernel(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:

@@ -1,0 +1,63 @@
+"""Where the kNN application's time goes (issue 11), on one chunk of its
+queries and on the whole search, in one process:
+
+    python scripts/knn_probe.py [--n 1048576] [--m 8192] [--d 128] [--chunk 1024]
+
+Times, for FP32 (precision highest) and the FP32-class schemes: the distance
+GEMM of one chunk alone, lax.top_k alone on a chunk's distances, and the
+whole chunked search (examples/knn.py: knn_chunked) with one-stage top_k and
+with two-stage top_k (examples/knn.py: top_k_blocked, exact: the k smallest
+of a row are among the k smallest of each of its blocks), checking that
+both searches return the same neighbours.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxemu
+from examples import knn as kn
+from jaxemu.testing import median_time
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=1 << 20)
+    p.add_argument("--m", type=int, default=8192)
+    p.add_argument("--d", type=int, default=128)
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--chunk", type=int, default=1024)
+    p.add_argument("--schemes", default="fp32,fp16x3,bf16x6")
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args(argv)
+    q, db = kn.make_data(args.n, args.m, args.d, seed=0, offset=4.0)
+    qj, dbj = jnp.asarray(q), jnp.asarray(db)
+    q1 = qj[:args.chunk]
+    print(f"{jax.devices()[0].device_kind}, jax {jax.__version__}: n={args.n} m={args.m} d={args.d} "
+          f"k={args.k} chunk={args.chunk}")
+    d2 = jax.jit(lambda q, x: jnp.sum(x * x, axis=1)[None, :] - 2.0 * (q @ x.T))(q1, dbj)
+    t_topk = median_time(lambda: jax.jit(lambda d: jax.lax.top_k(-d, args.k)[1])(d2), args.repeats)
+    t_topk2 = median_time(lambda: jax.jit(lambda d: kn.top_k_blocked(-d, args.k))(d2), args.repeats)
+    print(f"top_k of one chunk's distances: one stage {t_topk * 1e3:.2f} ms, two stages {t_topk2 * 1e3:.2f} ms")
+    for s in args.schemes.split(","):
+        ctx = jax.default_matmul_precision("highest") if s == "fp32" else contextlib.nullcontext()
+        wrap = (lambda f: f) if s == "fp32" else (lambda f: jaxemu.emulate(f, scheme=s))
+        gemm = jax.jit(wrap(lambda q, x: q @ x.T))
+        one = jax.jit(wrap(kn.knn_chunked), static_argnums=(2, 3))
+        two = jax.jit(wrap(kn.knn_chunked), static_argnums=(2, 3, 4))
+        with ctx:
+            t_gemm = median_time(lambda: gemm(q1, dbj), args.repeats)
+            t_one = median_time(lambda: one(qj, dbj, args.k, args.chunk), args.repeats)
+            t_two = median_time(lambda: two(qj, dbj, args.k, args.chunk, True), args.repeats)
+            same = np.array_equal(np.asarray(one(qj, dbj, args.k, args.chunk)),
+                                  np.asarray(two(qj, dbj, args.k, args.chunk, True)))
+        print(f"{s:8s} GEMM of one chunk {t_gemm * 1e3:7.2f} ms   search: one-stage top_k {t_one * 1e3:7.1f} ms, "
+              f"two-stage {t_two * 1e3:7.1f} ms, same neighbours {same}")
+
+
+if __name__ == "__main__":
+    main()
