@@ -35,44 +35,23 @@ DEFAULT_SCHEMES = "fp32,bf16,tf32,bf16x3,bf16x6,fp16x3,int8_l4"
 
 # -- the algorithm: plain JAX -------------------------------------------------
 
-def knn(queries, database, k, two_stage=False):
-    """Indices (m, k) of each query's k nearest database rows, nearest first.
-    ``two_stage``: top_k_blocked instead of one lax.top_k over each row."""
+def knn(queries, database, k):
+    """Indices (m, k) of each query's k nearest database rows, nearest first."""
     d2 = (jnp.sum(queries * queries, axis=1)[:, None]
           - 2.0 * (queries @ database.T)                 # the GEMM
           + jnp.sum(database * database, axis=1)[None, :])
-    if two_stage:
-        return top_k_blocked(-d2, k)
     _, idx = jax.lax.top_k(-d2, k)
     return idx
 
 
-def top_k_blocked(x, k, block=1024):
-    """``jax.lax.top_k(x, k)[1]`` for x (m, n), in two stages: the k largest
-    of each block of ``block`` columns, then the k largest of those. Exact,
-    since a row's k largest are among its blocks' k largest; the candidates
-    stay in column order, so ties resolve as in one stage. Rows much longer
-    than a block make one-stage top_k slow on a GPU (scripts/knn_probe.py)."""
-    m, n = x.shape
-    if n < 2 * block or k > block:
-        return jax.lax.top_k(x, k)[1]
-    nb = -(-n // block)
-    if nb * block != n:  # pad with -inf: never chosen while a row has k entries
-        x = jnp.pad(x, ((0, 0), (0, nb * block - n)), constant_values=-jnp.inf)
-    v, i = jax.lax.top_k(x.reshape(m, nb, block), k)     # (m, nb, k)
-    i = i + (jnp.arange(nb, dtype=i.dtype) * block)[None, :, None]
-    _, j = jax.lax.top_k(v.reshape(m, nb * k), k)
-    return jnp.take_along_axis(i.reshape(m, nb * k), j, axis=1)
-
-
-def knn_chunked(queries, database, k, chunk, two_stage=False):
+def knn_chunked(queries, database, k, chunk):
     """knn() a chunk of `chunk` queries at a time (lax.map): the (chunk x n)
     distance block is the largest temporary, not the (m x n) matrix
     (8192 x 1M float32 would be 32 GiB). m must be a multiple of chunk."""
     m = queries.shape[0]
     if m % chunk:
         raise ValueError(f"number of queries {m} is not a multiple of chunk={chunk}")
-    idx = jax.lax.map(lambda q: knn(q, database, k, two_stage), queries.reshape(m // chunk, chunk, -1))
+    idx = jax.lax.map(lambda q: knn(q, database, k), queries.reshape(m // chunk, chunk, -1))
     return idx.reshape(m, k)
 
 

@@ -8,9 +8,6 @@ BF16's. Optional extras (scikit-learn, optax) are skipped where missing.
 import importlib.util
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -89,24 +86,6 @@ def test_knn_recall(ex, knn_data, scheme):
         assert r["recall"] < 0.99, r
     else:
         assert r["recall"] >= 0.999, r
-
-
-@pytest.mark.parametrize("n", [100, 2048, 4096, 5000])
-def test_two_stage_top_k_is_lax_top_k(ex, n):
-    # An exact property: the same indices, ties (the 10.0s) in column order.
-    x = np.random.default_rng(n).standard_normal((5, n)).astype(np.float32)
-    x[0, ::7] = 10.0
-    x[1, -3:] = 20.0  # in the padded last block
-    want = np.asarray(jax.lax.top_k(jnp.asarray(x), 10)[1])
-    np.testing.assert_array_equal(np.asarray(ex("knn").top_k_blocked(jnp.asarray(x), 10)), want)
-
-
-def test_knn_two_stage_search_finds_the_same_neighbours(ex, knn_data):
-    kn = ex("knn")
-    (q, db), _ = knn_data
-    one = kn.knn_chunked(jnp.asarray(q), jnp.asarray(db), 10, 32)
-    np.testing.assert_array_equal(np.asarray(kn.knn_chunked(jnp.asarray(q), jnp.asarray(db), 10, 32, True)),
-                                  np.asarray(one))
 
 
 # -- MLP ---------------------------------------------------------------------
