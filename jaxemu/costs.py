@@ -15,7 +15,7 @@ outputs, K = 256) and the centre update (1024 x 256 outputs, K = 1M) have
 the same FLOPs and the same element count, yet fp16x3 measured 1.66x and
 0.81x SGEMM on them (H100, docs/performance.md). Where a backend runs one scheme on two kernels whose costs differ in kind,
 each has its own coefficients (``path_of``): the cuda backend's bf16
-schemes run on the FP32-operand kernel on outputs of up to one wave of
+schemes run on the FP32-operand kernel on outputs of up to two waves of
 tiles, with no operand passes but a slower GEMM (backends/cuda_fused.py:
 f32_pays), and on the slice path elsewhere. Where a path has no fit of its
 own (too few calibrated shapes, or shipped points that predate it), the

@@ -1,6 +1,6 @@
 """bf16 schemes with their operands split in the GEMM's shared memory
 (JAXEMU_CUDA_F32_OPERANDS=1, ffi/fused/kernel_f32.cuh; with A's slices in
-shared memory, and in registers: JAXEMU_CUDA_F32_REGISTER_A=1) against the
+shared memory, JAXEMU_CUDA_F32_REGISTER_A=0, and in registers, the default) against the
 slice path (split kernel, then the slice GEMM), same process:
 
     JAX_PLATFORMS=cuda python scripts/f32_ab.py [--shapes 1x1024x1048576x256,...] [--schemes bf16x6,bf16x3]

@@ -1,7 +1,7 @@
 """GPU tests of the FP32-operand fused kernels (ffi/fused/kernel_f32.cuh:
 bf16 schemes whose operands are split in the GEMM's shared memory), on every
 shape here with JAXEMU_CUDA_F32_OPERANDS=1 (by default they run only on
-outputs of up to one wave of tiles: cuda_fused.f32_pays). Skipped without an
+outputs of up to two waves of tiles: cuda_fused.f32_pays). Skipped without an
 NVIDIA GPU and the CUDA extension."""
 import zlib
 
@@ -23,7 +23,7 @@ BF16 = ["bf16x3", "bf16x6", "bf16x9"]
 @pytest.fixture(autouse=True, params=["smem", "registers"])
 def f32_operands(monkeypatch, request):
     """Every test on both forms of the kernel: A's slices in shared memory,
-    and in registers (JAXEMU_CUDA_F32_REGISTER_A=1, wgmma's RS form)."""
+    and in registers (JAXEMU_CUDA_F32_REGISTER_A=1, wgmma's RS form, the default)."""
     monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "1")
     monkeypatch.setenv("JAXEMU_CUDA_F32_REGISTER_A", "1" if request.param == "registers" else "0")
 

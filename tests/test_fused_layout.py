@@ -186,7 +186,7 @@ def test_launch_heuristic():
 
 def test_f32_operand_kernels_match_the_generated_ones_and_run_where_they_pay(monkeypatch):
     # cuda_fused.F32_KERNELS mirrors generate.py's F32_CONFIGS; the kernel
-    # runs only where it was built, by default on outputs of up to one wave
+    # runs only where it was built, by default on outputs of up to two waves
     # of tiles (f32_pays), with the switch at "1" wherever it can.
     import importlib.util
     spec = importlib.util.spec_from_file_location(

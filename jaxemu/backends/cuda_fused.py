@@ -33,11 +33,13 @@ values are settled on the device, inside the same FFI call (a fix-up kernel
 that returns at once unless the GEMM found an entry that is not finite): no
 conditional, no pass over C. Its in-kernel split competes with the wgmma for
 shared memory and issue slots, so it pays where the operand passes weigh
-most against the GEMM: outputs of up to one wave of tiles (``f32_pays``; the
-k-means update, 1024 x 1048576 x 256: 1.67x SGEMM for bf16x6 against the
-slice path's 0.94x, H200); on large outputs the slice path stays faster
-(8192^3: 2.13x against 1.62x). JAXEMU_CUDA_F32_OPERANDS: "0" never, "1"
-wherever it can run (switches.py).
+most against the GEMM: outputs of up to two waves of tiles (``f32_pays``; the
+k-means update, 1024 x 1048576 x 256: 1.77x SGEMM for bf16x6 against the
+slice path's 0.93x, H200, A's slices in registers); on large outputs the
+slice path stays faster (8192^3: 2.12x against 1.81x).
+JAXEMU_CUDA_F32_OPERANDS: "0" never, "1" wherever it can run;
+JAXEMU_CUDA_F32_REGISTER_A "0": A's slices through shared memory, as B's
+(switches.py).
 
 Promotion: the term table gives each term an interval: level-0 (hi*hi)
 products every kc K-steps (the scheme's kc, rounded to whole tiles); a
