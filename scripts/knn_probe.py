@@ -7,7 +7,11 @@ Times, for FP32 (precision highest) and the FP32-class schemes: the distance
 GEMM of one chunk alone, lax.top_k alone on a chunk's distances, and the
 whole chunked search (examples/knn.py: knn_chunked): the search's time less
 (chunks x the GEMM's) is what no GEMM can speed up. (H200, stop 34: an exact
-two-stage top_k, blocks of 1024 columns, made the search 5x slower.)
+two-stage top_k, blocks of 1024 columns, made the search 5x slower.) And a
+third formulation, to see whether XLA's top_k is faster on shorter rows:
+all queries against blocks of ``--db-block`` database points in a lax.scan,
+a running top-k merged per block (``scan_search``; the same neighbours as
+knn_chunked up to ties, which the script counts).
 """
 from __future__ import annotations
 
@@ -16,10 +20,34 @@ import contextlib
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import jaxemu
 from examples import knn as kn
 from jaxemu.testing import median_time
+
+
+def scan_search(queries, database, k, block):
+    """Indices (m, k) of each query's k nearest database rows: lax.scan over
+    blocks of ``block`` rows of the database (n a multiple of block), each
+    block's distances for all queries, their top k merged with the k best
+    so far (candidates in index order, so ties resolve to the lower index as
+    in one top_k over the whole row)."""
+    m, n = queries.shape[0], database.shape[0]
+    qq = jnp.sum(queries * queries, axis=1)[:, None]
+
+    def step(best, i):
+        x = jax.lax.dynamic_slice_in_dim(database, i * block, block)
+        d2 = qq - 2.0 * (queries @ x.T) + jnp.sum(x * x, axis=1)[None, :]
+        v, j = jax.lax.top_k(-d2, k)
+        cand_v = jnp.concatenate([best[0], v], axis=1)
+        cand_i = jnp.concatenate([best[1], j + i * block], axis=1)
+        v2, sel = jax.lax.top_k(cand_v, k)
+        return (v2, jnp.take_along_axis(cand_i, sel, axis=1)), None
+
+    init = (jnp.full((m, k), -jnp.inf, queries.dtype), jnp.zeros((m, k), jnp.int32))
+    (_, idx), _ = jax.lax.scan(step, init, jnp.arange(n // block))
+    return idx
 
 
 def main(argv=None):
@@ -29,6 +57,7 @@ def main(argv=None):
     p.add_argument("--d", type=int, default=128)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--chunk", type=int, default=1024)
+    p.add_argument("--db-block", type=int, default=65536)
     p.add_argument("--schemes", default="fp32,fp16x3,bf16x6")
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args(argv)
@@ -47,11 +76,16 @@ def main(argv=None):
         wrap = (lambda f: f) if s == "fp32" else (lambda f: jaxemu.emulate(f, scheme=s))
         gemm = jax.jit(wrap(lambda q, x: q @ x.T))
         search = jax.jit(wrap(kn.knn_chunked), static_argnums=(2, 3))
+        scan = jax.jit(wrap(scan_search), static_argnums=(2, 3))
         with ctx:
             t_gemm = median_time(lambda: gemm(q1, dbj), args.repeats)
             t_search = median_time(lambda: search(qj, dbj, args.k, args.chunk), args.repeats)
+            t_scan = median_time(lambda: scan(qj, dbj, args.k, args.db_block), args.repeats)
+            diff = int(np.sum(np.asarray(search(qj, dbj, args.k, args.chunk))
+                              != np.asarray(scan(qj, dbj, args.k, args.db_block))))
         print(f"{s:8s} GEMM of one chunk {t_gemm * 1e3:7.2f} ms   search {t_search * 1e3:7.1f} ms, "
-              f"less {chunks} GEMMs {(t_search - chunks * t_gemm) * 1e3:7.1f} ms")
+              f"less {chunks} GEMMs {(t_search - chunks * t_gemm) * 1e3:7.1f} ms;   scan over database blocks "
+              f"{t_scan * 1e3:7.1f} ms ({diff} indices differ)")
 
 
 if __name__ == "__main__":
