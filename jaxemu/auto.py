@@ -202,6 +202,8 @@ def _cost_model(s: Auto, platform: Optional[str], backend: Optional[str]):
 # k-means update one_hot(1M, 1024)^T X(1M, 256), same run: fp16x3 6.15 vs
 # 9.63 ms, bf16x6 7.18 vs 12.74 ms). Not the share of slice products (2/3
 # and 1/2): the other operand's split and the exact operand's read stay.
+# Both on the slice path, which exact operands take (cuda_fused.f32_pays),
+# so they scale the slice path's fit (costs.path_of with ``exact``).
 EXACT_SHARE = {"fp16x3": 0.64, "bf16x6": 0.56}
 
 
@@ -244,6 +246,8 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
         source = model.source
 
         def cost(name, b, mm, nn, kk, path=None):
+            if path is None and any(exact):  # the path that the exact variant takes
+                path = costs.path_of(model.backend, name, (b, mm, nn, kk), exact)
             return model.time(name, (b, mm, nn, kk), path) * exact_share(name, exact)
 
         def gather(rows, cols):
