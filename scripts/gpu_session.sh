@@ -7,6 +7,7 @@
 #   STEPS="build split" bash scripts/gpu_session.sh  # the split kernel: tests, XLA's split vs the kernel (issue 10)
 #   STEPS="build kernels" bash scripts/gpu_session.sh  # tests/native/kernel_check without a sanitizer (every family)
 #   STEPS="build costs" bash scripts/gpu_session.sh  # auto's cost-model points (scripts/cost_points.py), to ship in costs.py
+#   STEPS="build paths" bash scripts/gpu_session.sh  # the one-hot update on both bf16 paths, and where kNN's time goes
 #   STEPS="baseline" BASE_DIR=.base BENCH_ARGS="..." bash scripts/gpu_session.sh  # another version's bench, same machine
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"
@@ -75,6 +76,19 @@ fi
 if [[ " $STEPS " == *" costs "* ]]; then
   JAX_PLATFORMS=cuda,cpu timeout "${COSTS_TIMEOUT:-300}" python3 scripts/cost_points.py --repeats "${COSTS_REPEATS:-5}" \
     2>&1 | tee "$OUT/cost_points.txt" | tail -8
+fi
+if [[ " $STEPS " == *" paths "* ]]; then
+  # The k-means update with its exact one-hot on the slice path (the default)
+  # and on the FP32-operand kernel (JAXEMU_CUDA_F32_OPERANDS=1), then
+  # scripts/knn_probe.py (the search's GEMMs, top_k, and the database-block scan).
+  for f32 in default 1; do
+    echo "== one-hot update, JAXEMU_CUDA_F32_OPERANDS=$f32"
+    ( [ "$f32" = default ] || export JAXEMU_CUDA_F32_OPERANDS=$f32
+      JAX_PLATFORMS=cuda,cpu timeout "${PATHS_TIMEOUT:-150}" python3 scripts/onehot_bench.py 2>&1 \
+        | tee "$OUT/onehot_f32_$f32.log" | tail -8 )
+  done
+  PYTHONPATH=. JAX_PLATFORMS=cuda,cpu timeout "${PATHS_TIMEOUT:-150}" python3 scripts/knn_probe.py 2>&1 \
+    | tee "$OUT/knn_probe.log" | tail -6
 fi
 if [[ " $STEPS " == *" apps "* ]]; then
   JAX_PLATFORMS=cuda,cpu timeout "${APPS_TIMEOUT:-450}" python3 -m jaxemu.apps --json "$OUT/apps.json" \
