@@ -246,9 +246,7 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
         source = model.source
 
         def cost(name, b, mm, nn, kk, path=None):
-            if path is None and any(exact):  # the path that the exact variant takes
-                path = costs.path_of(model.backend, name, (b, mm, nn, kk), exact)
-            return model.time(name, (b, mm, nn, kk), path) * exact_share(name, exact)
+            return model.time(name, (b, mm, nn, kk), path, exact) * exact_share(name, exact)
 
         def gather(rows, cols):
             return model.gather_time(shape, rows, cols)

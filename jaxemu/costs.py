@@ -215,15 +215,16 @@ class CostModel:
             paths += [(s, p, _fit(g)) for p, g in sorted(groups.items()) if len(g) >= N_COEFFICIENTS]
         return cls(device, backend, source, tuple(main), tuple(paths))
 
-    def time(self, scheme: str, shape: Shape, path: Optional[str] = None) -> float:
+    def time(self, scheme: str, shape: Shape, path: Optional[str] = None, exact=(False, False)) -> float:
         """Seconds of ``scheme`` at ``shape`` (B, M, N, K) on the path the
-        backend takes there (``path``: on that one; "" the main path, e.g.
-        for products that share a split, which always take it)."""
+        backend takes there with operands ``exact`` or not (``path``: on that
+        one; "" the main path, e.g. for products that share a split, which
+        always take it)."""
         coef = dict(self.coefficients)
         if scheme not in coef:
             raise ValueError(f"the cost model knows {SCHEMES}, not {scheme!r}")
         if self.paths:
-            p = path_of(self.backend, scheme, shape) if path is None else path
+            p = path_of(self.backend, scheme, shape, exact) if path is None else path
             coef.update({s: c for s, q, c in self.paths if q == p and p})
         return float(_features(shape) @ np.array(coef[scheme]))
 

@@ -34,6 +34,8 @@ def scan_search(queries, database, k, block):
     so far (candidates in index order, so ties resolve to the lower index as
     in one top_k over the whole row)."""
     m, n = queries.shape[0], database.shape[0]
+    if n % block:
+        raise ValueError(f"database size {n} is not a multiple of the block {block}")
     qq = jnp.sum(queries * queries, axis=1)[:, None]
 
     def step(best, i):

@@ -405,14 +405,13 @@ def f32_kernel(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
     """Whether ``s`` runs on the FP32-operand kernel for this product: bf16
     slices rounded to nearest, unscaled, one term weight, a kernel built for
     its slice and term counts, K and N multiples of 4 (TMA's 16-byte row
-    strides of A (L, M, K) and B (L, K, N)); and where it pays (``f32_pays``:
-    no exact operand, outputs of up to F32_MAX_WAVES waves) unless
-    JAXEMU_CUDA_F32_OPERANDS is "1" (anywhere it can run) or "0" (never:
-    switches.py)."""
+    strides of A (L, M, K) and B (L, K, N)); and where it pays (``f32_pays``)
+    unless JAXEMU_CUDA_F32_OPERANDS is "1" (anywhere it can run) or "0"
+    (never: switches.py)."""
     runs = (switches.enabled("f32_operands") and s.fmt == "bf16" and s.split == "rn" and s.scaling == "none"
             and term_weights(s) == 1 and (s.slices_of(0), s.slices_of(1), len(s.products)) in F32_KERNELS
             and k > 0 and k % 4 == 0 and n % 4 == 0)
-    return runs and (switches.forced("f32_operands") or (not any(s.exact) and f32_pays(m, n, batch)))
+    return runs and (switches.forced("f32_operands") or f32_pays(m, n, batch, s.exact))
 
 
 def f32_tiles(m: int, n: int, batch: int = 1) -> int:
@@ -420,16 +419,16 @@ def f32_tiles(m: int, n: int, batch: int = 1) -> int:
     return -(-m // TILE_M) * -(-n // 128) * batch
 
 
-def f32_pays(m: int, n: int, batch: int = 1) -> bool:
-    """Whether the FP32-operand kernel beats the slice path on operands
-    neither of which is exact: outputs of at most F32_MAX_WAVES waves of its
-    tiles, where the split passes cost as much as a large share of the GEMM,
-    or more (its measurements). An exact operand (the k-means update's
-    one-hot) takes the slice path (``f32_kernel``): there its one slice is
-    written once, in 16 bits, from what makes it, where this kernel would
-    read it in FP32, twice the bytes of the update's largest operand; and
-    the slice path's time with it is the one measured (auto.EXACT_SHARE)."""
-    return f32_tiles(m, n, batch) <= F32_MAX_WAVES * sm_count()
+def f32_pays(m: int, n: int, batch: int = 1, exact=(False, False)) -> bool:
+    """Whether the FP32-operand kernel beats the slice path: outputs of at
+    most F32_MAX_WAVES waves of its tiles, where the split passes cost as
+    much as a large share of the GEMM, or more (its measurements), and
+    neither operand ``exact``. An exact operand (the k-means update's
+    one-hot) takes the slice path: there its one slice is written once, in
+    16 bits, from what makes it, where this kernel would read it in FP32,
+    twice the bytes of the update's largest operand; and the slice path's
+    time with it is the one measured (auto.EXACT_SHARE)."""
+    return not any(exact) and f32_tiles(m, n, batch) <= F32_MAX_WAVES * sm_count()
 
 
 def f32_splits(m: int, n: int, k: int, batch: int) -> int:
