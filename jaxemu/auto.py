@@ -198,24 +198,25 @@ def _cost_model(s: Auto, platform: Optional[str], backend: Optional[str]):
 
 
 # The time of auto's emulated candidates with an exact operand, as a share
-# of the full scheme's: measured on an H200 (scripts/onehot_bench.py, the
-# k-means update one_hot(1M, 1024)^T X(1M, 256), same run: fp16x3 6.15 vs
-# 9.63 ms, bf16x6 7.18 vs 12.74 ms). Not the share of slice products (2/3
-# and 1/2): the other operand's split and the exact operand's read stay.
-# Both on the slice path, which exact operands take (cuda_fused.f32_pays),
-# so they scale the slice path's fit (costs.path_of with ``exact``).
-EXACT_SHARE = {"fp16x3": 0.64, "bf16x6": 0.56}
+# of the full scheme's on the same kernel path, measured on an H200
+# (scripts/onehot_bench.py, the k-means update one_hot(1M, 1024)^T X(1M, 256),
+# one process each): on the slice path (stop 24) fp16x3 6.15 vs 9.63 ms,
+# bf16x6 7.18 vs 12.74 ms; on the FP32-operand kernel, which bf16x6 takes
+# there (stop 35), 5.22 vs 6.95 ms. Not the share of slice products (2/3 and
+# 1/2): the other operand's split and the exact operand's read stay.
+EXACT_SHARE = {"": {"fp16x3": 0.64, "bf16x6": 0.56}, "f32": {"bf16x6": 0.75}}
 
 
-def exact_share(name: str, exact) -> float:
+def exact_share(name: str, exact, path: str = "") -> float:
     """auto's estimate of a scheme's cost with exact operands
-    (FloatSplit.with_exact), as a share of its cost in full: EXACT_SHARE,
-    else (other schemes) the share of slice products left; 1 for FP32."""
+    (FloatSplit.with_exact), as a share of its cost in full on kernel path
+    ``path`` (costs.path_of): EXACT_SHARE, else (other schemes and paths)
+    the share of slice products left; 1 for FP32."""
     sc = get_scheme(name)
     variant = exact_variant(sc, exact)
     if variant is sc:
         return 1.0
-    return EXACT_SHARE.get(name, variant.num_products / sc.num_products)
+    return EXACT_SHARE.get(path, {}).get(name, variant.num_products / sc.num_products)
 
 
 def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = None,
@@ -246,7 +247,8 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
         source = model.source
 
         def cost(name, b, mm, nn, kk, path=None):
-            return model.time(name, (b, mm, nn, kk), path, exact) * exact_share(name, exact)
+            p = model.priced_path(name, (b, mm, nn, kk), path, exact)
+            return model.time(name, (b, mm, nn, kk), p, exact) * exact_share(name, exact, p)
 
         def gather(rows, cols):
             return model.gather_time(shape, rows, cols)
@@ -787,8 +789,9 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     # |x| <= 256), in the slice format of the fastest candidate: an operand of
     # a conditional is written to memory whichever branch runs, in float32
     # twice the bytes of the slice the product reads (a 1M x 1024 one-hot:
-    # 4 GiB; docs/performance.md, stops 24-25).
-    narrow = _exact_format(pl.candidates)
+    # 4 GiB; docs/performance.md, stops 24-25). In float32 where the fastest
+    # runs on the FP32-operand kernel, which reads it so.
+    narrow = _exact_format(pl.candidates, lambda c: costs.path_of(backend, c.scheme, (bsz, m, n, k), exact))
     a, b = (x.astype(narrow) if e else x for x, e in zip((a, b), exact))
     test = DataTest.of(a, b, s, exact, kernels)
     first, rest = pl.candidates[0], pl.candidates[1:]
@@ -821,14 +824,18 @@ def _wide(x):
     return x.astype(jnp.float32)
 
 
-def _exact_format(candidates):
-    """The 16-bit format in which exact operands (small integers, exact in
-    both) enter auto's test and conditional: the slice format of the fastest
-    emulated candidate (fp16 for fp16x3 and the hybrids, bf16 for bf16x6)."""
+def _exact_format(candidates, path_of=lambda c: ""):
+    """The format in which exact operands (small integers, exact in 16 bits)
+    enter auto's test and conditional: that of the fastest emulated
+    candidate, fp16 for fp16x3 and the hybrids, bf16 for bf16x6 on the slice
+    path, float32 on a kernel path that reads FP32 operands (``path_of(c)``
+    == "f32": costs.path_of)."""
     for c in candidates:
         if c.hybrid or c.scheme == "fp16x3":
             return jnp.float16
         if c.scheme != "fp32":
+            if path_of(c) == "f32":
+                return jnp.float32
             return jnp.float16 if get_scheme(c.scheme).fmt == "fp16" else jnp.bfloat16
     return jnp.float16
 

@@ -62,12 +62,6 @@ _H200_SPEEDUP = {  # x SGEMM, same order as _H200_SGEMM
     "fp16x3": (0.63, 2.00, 3.39, 3.87, 3.76, 2.14, 1.15, 2.63, 2.14, 1.12, 1.57, 1.34),
     "bf16x6": (0.78, 1.79, 2.01, 2.26, 1.99, 1.93, 1.88, 1.77, 1.94, 1.88, 2.23, 1.95),
 }
-# bf16x6's slice path where the FP32-operand kernel runs by default, x SGEMM
-# (the path an exact operand takes there: cuda_fused.f32_pays): H200, same
-# day, `scripts/f32_ab.py` (normal(0,1) inputs, the kernel switched off), on
-# the machine of the first run above: the k-means update 0.93, 2048^3 1.62.
-_H200_SLICE_PATH = {"bf16x6": {(1, 1024, 256, 1048576): 0.93, (1, 2048, 2048, 2048): 1.62}}
-
 
 # H100 80GB HBM3 (driver 580.159.04, jax 0.11.2), cuda backend (fused kernels,
 # kc = 64), 2026-11-24, same shapes and law, `python scripts/cost_points.py
@@ -102,22 +96,15 @@ def _h200_points() -> Dict[str, Dict[Shape, float]]:
     return _points(_H200_SGEMM, _H200_SPEEDUP)
 
 
-def _h200_slice_path_points() -> Dict[str, Dict[Shape, float]]:
-    return {name: {s: _H200_SGEMM[s] * 1e-3 / x for s, x in xs.items()} for name, xs in _H200_SLICE_PATH.items()}
-
-
 def _h100_points() -> Dict[str, Dict[Shape, float]]:
     return _points(_H100_SGEMM, _H100_SPEEDUP)
 
 
 # (device kind substring, backend) -> (source, measured points, whether to fit
-# each kernel path apart, the main path's points where another path runs by
-# default or None). The H100's predate the FP32-operand kernel's default
-# (2026-11-27): every point is the slice path's, so one fit per scheme.
-SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-27 (docs/performance.md)", _h200_points, True,
-                              _h200_slice_path_points),
-           ("H100", "cuda"): ("shipped: H100 measurements of 2026-11-24 (docs/performance.md)", _h100_points, False,
-                              None)}
+# each kernel path apart). The H100's predate the FP32-operand kernel's
+# default (2026-11-27): every point is the slice path's, so one fit per scheme.
+SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-27 (docs/performance.md)", _h200_points, True),
+           ("H100", "cuda"): ("shipped: H100 measurements of 2026-11-24 (docs/performance.md)", _h100_points, False)}
 
 
 def path_of(backend: str, scheme: str, shape: Shape, exact=(False, False)) -> str:
@@ -190,14 +177,10 @@ class CostModel:
 
     @classmethod
     def from_points(cls, device: str, backend: str, source: str,
-                    points: Dict[str, Dict[Shape, float]], by_path: bool = True,
-                    main_points: Optional[Dict[str, Dict[Shape, float]]] = None) -> "CostModel":
+                    points: Dict[str, Dict[Shape, float]], by_path: bool = True) -> "CostModel":
         """The fit of timed points; ``by_path``: the shapes a backend runs on
         another kernel path (``path_of``) are fit apart where each path has at
-        least N_COEFFICIENTS of them (else one fit of all the scheme's points).
-        ``main_points``: more points of the main path, timed with the other
-        path switched off at shapes that take it by default (what the main
-        path costs there when an operand sends it back: exact operands)."""
+        least N_COEFFICIENTS of them (else one fit of all the scheme's points)."""
         main, paths = [], []
         for s in SCHEMES:
             pts = points.get(s, {})
@@ -207,25 +190,29 @@ class CostModel:
             groups: Dict[str, Dict[Shape, float]] = {}
             for shape, t in pts.items():
                 groups.setdefault(path_of(backend, s, shape) if by_path else "", {})[shape] = t
-            if by_path and main_points and main_points.get(s):
-                groups.setdefault("", {}).update(main_points[s])
             if len(groups.get("", {})) < N_COEFFICIENTS:
                 groups = {"": pts}
             main.append((s, _fit(groups.pop(""))))
             paths += [(s, p, _fit(g)) for p, g in sorted(groups.items()) if len(g) >= N_COEFFICIENTS]
         return cls(device, backend, source, tuple(main), tuple(paths))
 
+    def priced_path(self, scheme: str, shape: Shape, path: Optional[str] = None, exact=(False, False)) -> str:
+        """The kernel path whose fit prices ``scheme`` at ``shape``: the one
+        the backend takes there with operands ``exact`` or not (``path``:
+        that one), where this model has a fit of it, else "" (the main fit)."""
+        p = path_of(self.backend, scheme, shape, exact) if path is None else path
+        return p if any(s == scheme and q == p for s, q, _ in self.paths) else ""
+
     def time(self, scheme: str, shape: Shape, path: Optional[str] = None, exact=(False, False)) -> float:
         """Seconds of ``scheme`` at ``shape`` (B, M, N, K) on the path the
         backend takes there with operands ``exact`` or not (``path``: on that
         one; "" the main path, e.g. for products that share a split, which
-        always take it)."""
+        always take it), in full: auto scales it for exact operands."""
         coef = dict(self.coefficients)
         if scheme not in coef:
             raise ValueError(f"the cost model knows {SCHEMES}, not {scheme!r}")
-        if self.paths:
-            p = path_of(self.backend, scheme, shape, exact) if path is None else path
-            coef.update({s: c for s, q, c in self.paths if q == p and p})
+        p = self.priced_path(scheme, shape, path, exact)
+        coef.update({s: c for s, q, c in self.paths if q == p and p})
         return float(_features(shape) @ np.array(coef[scheme]))
 
     def gather_time(self, shape: Shape, rows: bool = True, cols: bool = False) -> float:
@@ -303,19 +290,18 @@ def model_for(device: str, backend: str) -> Optional[CostModel]:
         except (KeyError, TypeError, ValueError) as e:
             warnings.warn(f"jaxemu: ignoring the malformed entry {key!r} of {cache_path()} ({e!r}); "
                           "rerun jaxemu.calibrate()", stacklevel=2)
-    for (kind, be), (source, points, by_path, main_points) in SHIPPED.items():
+    for (kind, be), (source, points, by_path) in SHIPPED.items():
         if kind in device and be == backend:
-            return _shipped(kind, be, device, source, points, by_path, main_points)
+            return _shipped(kind, be, device, source, points, by_path)
     return None
 
 
 _SHIPPED_MODELS: Dict[Tuple[str, str], CostModel] = {}
 
 
-def _shipped(kind, backend, device, source, points, by_path, main_points) -> CostModel:
+def _shipped(kind, backend, device, source, points, by_path) -> CostModel:
     if (kind, backend) not in _SHIPPED_MODELS:
-        _SHIPPED_MODELS[(kind, backend)] = CostModel.from_points(kind, backend, source, points(), by_path,
-                                                                 main_points() if main_points else None)
+        _SHIPPED_MODELS[(kind, backend)] = CostModel.from_points(kind, backend, source, points(), by_path)
     return dataclasses.replace(_SHIPPED_MODELS[(kind, backend)], device=device)
 
 

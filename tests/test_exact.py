@@ -240,19 +240,29 @@ def test_auto_runs_the_exact_variants(rng):
     from jaxemu import auto
     from jaxemu.schemes import Auto
     s = jaxemu.get_scheme("auto")
-    assert auto.exact_share("fp16x3", (True, False)) == auto.EXACT_SHARE["fp16x3"] < 1
-    assert auto.exact_share("bf16x6", (False, True)) == auto.EXACT_SHARE["bf16x6"] < 1
+    assert auto.exact_share("fp16x3", (True, False)) == auto.EXACT_SHARE[""]["fp16x3"] < 1
+    assert auto.exact_share("bf16x6", (False, True)) == auto.EXACT_SHARE[""]["bf16x6"] < 1
+    assert auto.exact_share("bf16x6", (True, False), "f32") == auto.EXACT_SHARE["f32"]["bf16x6"] < 1
     assert auto.exact_share("tf32x3", (False, True)) == 2 / 3  # no measurement: the share of products
+    assert auto.exact_share("fp16x3", (True, False), "f32") == 2 / 3  # no such path: the share of products
     assert auto.exact_share("fp32", (True, False)) == 1.0 and auto.exact_share("fp16x3", (False, False)) == 1.0
     from jaxemu import costs
     model = costs.model_for("NVIDIA H200", "cuda")
     shape = (1, 1024, 256, 1 << 20)  # the k-means update: (B, M, N, K)
     one_hot = auto.plan(1, 1024, 256, 1 << 20, s, model=model, exact=(True, False))
-    assert one_hot.candidates[0].scheme == "fp16x3" and not one_hot.candidates[0].hybrid, one_hot
-    assert one_hot.candidates[0].time == pytest.approx(model.time("fp16x3", shape) * auto.EXACT_SHARE["fp16x3"])
+    # Each candidate is priced on the path its variant takes, at that path's
+    # measured share: bf16x6 on the FP32-operand kernel, fp16x3 on the slice
+    # path. The H200 measured the same order (onehot_bench.py, stop 35:
+    # bf16x6 5.22 ms, fp16x3 5.68 ms).
+    times = {c.scheme: c.time for c in one_hot.candidates if not c.hybrid}
+    assert model.priced_path("bf16x6", shape, exact=(True, False)) == "f32"
+    assert model.priced_path("fp16x3", shape, exact=(True, False)) == ""
+    assert times["bf16x6"] == pytest.approx(model.time("bf16x6", shape, "f32") * auto.EXACT_SHARE["f32"]["bf16x6"])
+    assert times["fp16x3"] == pytest.approx(model.time("fp16x3", shape, "") * auto.EXACT_SHARE[""]["fp16x3"])
+    assert one_hot.candidates[0].scheme == "bf16x6" and not one_hot.candidates[0].hybrid, one_hot
     # A shape where emulation in full does not pay but a one-slice variant does.
-    assert auto.plan(1, 1024, 1024, 1024, s, model=model).static == "fp32"
-    assert auto.plan(1, 1024, 1024, 1024, s, model=model, exact=(True, False)).static is None
+    assert auto.plan(1, 1280, 1280, 1280, s, model=model).static == "fp32"
+    assert auto.plan(1, 1280, 1280, 1280, s, model=model, exact=(True, False)).static is None
     x = T.sample("normal(0,1)", (4096, 300), rng)
     lab = jnp.asarray(rng.integers(0, 50, size=4096))
     f = jax.jit(jaxemu.emulate(lambda x, lab: onehot_update(x, lab, 50), scheme="auto"))
@@ -301,3 +311,19 @@ def test_auto_passes_an_exact_operand_to_its_conditional_in_16_bits(rng):
         ref = np.asarray(a[0], np.float64) @ np.asarray(bb[0], np.float64)
         sgemm = T.relerr(np.asarray(jnp.matmul(a[0], bb[0], precision="highest")), ref)
         assert T.relerr(np.asarray(jax.jit(f)(a, bb)[0]), ref) <= 2 * max(sgemm, 2.0 ** -24), want
+
+
+def test_auto_passes_an_exact_operand_in_float32_where_its_fastest_candidate_reads_float32():
+    # bf16x6 on the FP32-operand kernel (the k-means update on the cuda
+    # backend) reads the one-hot in float32: auto's conditional passes it so,
+    # rather than in bf16 that its branch would convert back.
+    from jaxemu import auto
+    cands = (auto.Candidate("bf16x6", 1.0), auto.Candidate("fp16x3", 2.0), auto.Candidate("fp32", 3.0))
+    assert auto._exact_format(cands) == jnp.bfloat16
+    assert auto._exact_format(cands, lambda c: "f32" if c.scheme == "bf16x6" else "") == jnp.float32
+    assert auto._exact_format(cands[1:], lambda c: "f32" if c.scheme == "bf16x6" else "") == jnp.float16
+    # the path each candidate takes, as auto_dot asks it of the cost model's paths
+    from jaxemu import costs
+    update = (1, 1024, 256, 1 << 20)
+    assert costs.path_of("cuda", "bf16x6", update, (True, False)) == "f32"
+    assert costs.path_of("xla", "bf16x6", update, (True, False)) == ""

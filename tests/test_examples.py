@@ -88,6 +88,46 @@ def test_knn_recall(ex, knn_data, scheme):
         assert r["recall"] >= 0.999, r
 
 
+def test_knn_grouped_top_k_is_lax_top_k(ex):
+    # Exact, ties included: integer-valued rows (many equal values, equal
+    # group maxima) and a row of one value repeated; the same values and
+    # indices as lax.top_k for each group size and k.
+    import jax
+    import numpy as np
+    kn = ex("knn")
+    rng = np.random.default_rng(3)
+    x = rng.integers(-20, 20, size=(64, 4096)).astype(np.float32)
+    x[0] = 7.0
+    x[1, ::512] = 100.0  # the largest values spread over many groups
+    x = np.concatenate([x, rng.standard_normal((16, 4096)).astype(np.float32)])
+    for group, k in ((64, 10), (256, 16), (512, 8), (128, 1)):
+        v, i = kn.top_k_grouped(jax.numpy.asarray(x), k, group)
+        v0, i0 = jax.lax.top_k(jax.numpy.asarray(x), k)
+        np.testing.assert_array_equal(np.asarray(v), np.asarray(v0))
+        np.testing.assert_array_equal(np.asarray(i), np.asarray(i0))
+    with pytest.raises(ValueError, match="multiple of group"):
+        kn.top_k_grouped(jax.numpy.asarray(x[:, :1000]), 10, 64)
+    with pytest.raises(ValueError, match="n // group >= k"):
+        kn.top_k_grouped(jax.numpy.asarray(x), 10, 1024)
+
+
+def test_knn_takes_the_grouped_top_k_on_long_rows(ex, knn_data, monkeypatch):
+    # With groups of 64 the 4096-point database takes top_k_grouped (64
+    # groups >= 4k): the same neighbours as lax.top_k's search.
+    import jax
+    import numpy as np
+    kn = ex("knn")
+    data, truth = knn_data
+    q, db = (jax.numpy.asarray(v) for v in data)
+    plain = np.asarray(jax.jit(kn.knn, static_argnums=2)(q, db, 10))
+    monkeypatch.setattr(kn, "GROUP", 64)
+    grouped = lambda q, db: kn.knn(q, db, 10)  # a new function: no trace cached with the old GROUP
+    jaxpr = str(jax.make_jaxpr(grouped)(q, db))
+    assert jaxpr.count("top_k") == 2 and "reduce_max" in jaxpr
+    np.testing.assert_array_equal(np.asarray(jax.jit(grouped)(q, db)), plain)
+    assert kn.recall(plain, truth) >= 0.999
+
+
 # -- MLP ---------------------------------------------------------------------
 
 def test_mlp_training_follows_fp32(ex):
