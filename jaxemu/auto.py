@@ -269,6 +269,15 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
         best = min(cands[:2], key=lambda c: c.time)  # the faster pure emulation
         return AutoPlan(tuple(keep), f"the cost model predicts {best.scheme} {best.time * 1e3:.3g} ms against "
                         f"FP32's {t32 * 1e3:.3g} ms: emulation does not pay here", source)
+    if keep[0].scheme == "bf16x6" and not keep[0].hybrid:
+        # Every hybrid needs bf16x6's range and is slower; what is left is
+        # fp16x3, which the normwise test could admit where bf16x6's range
+        # test refuses (values within 2^100 of FP32's limits). For that rare
+        # case auto would pay, on every call, fp16x3's test: a pass over
+        # both operands, probe included (the k-means update's 1M x 1024
+        # one-hot: 0.95 ms of 6.9, H200, stop 35). It runs FP32 there instead.
+        return AutoPlan((keep[0], Candidate("fp32", t32)),
+                        "bf16x6 is the fastest candidate: it runs where its range test allows, else FP32", source)
     return AutoPlan(tuple(keep), "the fastest candidate the data allow, chosen at run time", source)
 
 
@@ -312,7 +321,23 @@ _side = xla.finite_extremes
 PROBE_FENCE_MIN = 1 << 14
 
 
-def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsKernels] = None) -> Stats:
+# An exact operand holds integers of |x| <= 256 by construction
+# (FloatSplit.exact): its statistics' bounds, no pass over it needed.
+EXACT_MAX = 256.0
+
+
+def _exact_bounds(x, side: int):
+    """Per row of a (B, M, K) (side 2) or column of b (B, K, N) (side 1):
+    bounds of finite_extremes' statistics for an exact operand: largest
+    |value| <= EXACT_MAX, smallest nonzero >= 1, sum <= K EXACT_MAX, no NaN
+    or Inf. Wider than the values are, so the range tests only refuse more."""
+    shape = (x.shape[0], x.shape[1] if side == 2 else x.shape[2])
+    one = jnp.ones(shape, jnp.float32)
+    return EXACT_MAX * one, one, EXACT_MAX * x.shape[side] * one, jnp.zeros(shape, jnp.float32)
+
+
+def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsKernels] = None,
+                  exact=(False, False)) -> Stats:
     """The data test's statistics of canonical a (B, M, K), b (B, K, N): one
     pass over B (reductions over K), then one over A (reductions over K, the
     probe A v among them), plus a gather of one column of B. ``kernels``:
@@ -323,12 +348,17 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
     stop 25)."""
     a_in, b_in = a, b
     a, b = _wide(a), _wide(b)  # (an exact operand may come in 16 bits)
+    if not normwise:
+        # ``exact``: an exact side's bounds instead of a pass over it
+        # (_exact_bounds; the normwise test's probe needs the values).
+        b_max, b_min, b_l1, b_bad = (_exact_bounds(b, 1) if exact[1] else
+                                     kernels.columns(b_in) if kernels else _side(b, 1))
+        a_max, a_min, a_l1, a_bad = (_exact_bounds(a, 2) if exact[0] else
+                                     kernels.rows(a_in) if kernels else _side(a, 2))
+        return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, a_bad=a_bad, b_bad=b_bad)
     b0 = jnp.where(jnp.isfinite(b), b, 0.0)
     b_max, b_min, b_l1, b_bad = kernels.columns(b_in) if kernels else _side(b, 1)
     a0 = jnp.where(jnp.isfinite(a), a, 0.0)
-    if not normwise:
-        a_max, a_min, a_l1, a_bad = kernels.rows(a_in) if kernels else _side(a, 2)
-        return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, a_bad=a_bad, b_bad=b_bad)
     j = jnp.argmax(b_l1, axis=1)                                           # (B,)
     eb = exponent(jnp.max(b_l1, axis=1, initial=0.0))                      # (B,)
     # The gather of column j in a fusion of its own where it is long: XLA
@@ -483,8 +513,13 @@ class DataTest:
         self.probe_roundings = xla_probe_roundings(self.k) if probe_roundings is None else int(probe_roundings)
 
     @classmethod
-    def of(cls, a, b, s: Auto, exact=(False, False), kernels: Optional[backends.StatsKernels] = None) -> "DataTest":
-        st = operand_stats(a, b, normwise=s.criterion == "normwise", kernels=kernels)
+    def of(cls, a, b, s: Auto, exact=(False, False), kernels: Optional[backends.StatsKernels] = None,
+           ranges_only: bool = False) -> "DataTest":
+        """The test of a (B, M, K) x (B, K, N); ``ranges_only``: for the
+        exponent ranges alone (bf16x6_ok, classes), with the bounds of an
+        exact operand instead of a pass over it (operand_stats)."""
+        st = operand_stats(a, b, normwise=s.criterion == "normwise" and not ranges_only, kernels=kernels,
+                           exact=exact if ranges_only else (False, False))
         k = a.shape[2]
         return cls(st, (a.shape[1], k, b.shape[2]), s.criterion, exact,
                    kernels.probe_roundings(k) if kernels else None)
@@ -793,7 +828,8 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     # runs on the FP32-operand kernel, which reads it so.
     narrow = _exact_format(pl.candidates, lambda c: costs.path_of(backend, c.scheme, (bsz, m, n, k), exact))
     a, b = (x.astype(narrow) if e else x for x, e in zip((a, b), exact))
-    test = DataTest.of(a, b, s, exact, kernels)
+    ranges_only = all(c.scheme in ("bf16x6", "fp32") and not c.hybrid for c in pl.candidates)
+    test = DataTest.of(a, b, s, exact, kernels, ranges_only)
     first, rest = pl.candidates[0], pl.candidates[1:]
     if not (first.scheme == "fp16x3" and not first.hybrid):
         return _choose(pl.candidates, a, b, test, product, platform, split)

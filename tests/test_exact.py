@@ -254,12 +254,13 @@ def test_auto_runs_the_exact_variants(rng):
     # measured share: bf16x6 on the FP32-operand kernel, fp16x3 on the slice
     # path. The H200 measured the same order (onehot_bench.py, stop 35:
     # bf16x6 5.22 ms, fp16x3 5.68 ms).
-    times = {c.scheme: c.time for c in one_hot.candidates if not c.hybrid}
     assert model.priced_path("bf16x6", shape, exact=(True, False)) == "f32"
     assert model.priced_path("fp16x3", shape, exact=(True, False)) == ""
-    assert times["bf16x6"] == pytest.approx(model.time("bf16x6", shape, "f32") * auto.EXACT_SHARE["f32"]["bf16x6"])
-    assert times["fp16x3"] == pytest.approx(model.time("fp16x3", shape, "") * auto.EXACT_SHARE[""]["fp16x3"])
-    assert one_hot.candidates[0].scheme == "bf16x6" and not one_hot.candidates[0].hybrid, one_hot
+    t6 = model.time("bf16x6", shape, "f32") * auto.EXACT_SHARE["f32"]["bf16x6"]
+    assert t6 < model.time("fp16x3", shape, "") * auto.EXACT_SHARE[""]["fp16x3"]
+    # bf16x6 the fastest: it runs where its range test allows, else FP32
+    assert [(c.scheme, c.hybrid) for c in one_hot.candidates] == [("bf16x6", False), ("fp32", False)], one_hot
+    assert one_hot.candidates[0].time == pytest.approx(t6)
     # A shape where emulation in full does not pay but a one-slice variant does.
     assert auto.plan(1, 1280, 1280, 1280, s, model=model).static == "fp32"
     assert auto.plan(1, 1280, 1280, 1280, s, model=model, exact=(True, False)).static is None
@@ -327,3 +328,42 @@ def test_auto_passes_an_exact_operand_in_float32_where_its_fastest_candidate_rea
     update = (1, 1024, 256, 1 << 20)
     assert costs.path_of("cuda", "bf16x6", update, (True, False)) == "f32"
     assert costs.path_of("xla", "bf16x6", update, (True, False)) == ""
+
+
+def test_auto_tests_only_bf16x6s_range_where_bf16x6_is_fastest(rng, monkeypatch):
+    # Where bf16x6 is the fastest candidate auto's plan is bf16x6 or FP32,
+    # and its test needs the exponent ranges alone: no probe, and an exact
+    # operand's bounds (|x| <= 256 integers) instead of a pass over it.
+    from jaxemu import auto, costs
+    from jaxemu.backends import product_for
+    from jaxemu.schemes import Auto
+    model = costs.model_for("NVIDIA H200", "cuda")
+    dense = auto.plan(1, 1024, 256, 1 << 20, jaxemu.get_scheme("auto"), model=model)  # the dense k-means update
+    assert [(c.scheme, c.hybrid) for c in dense.candidates] == [("bf16x6", False), ("fp32", False)], dense
+    assert "bf16x6 is the fastest" in dense.reason
+    # the statistics of the exact side are its bounds, and do not read it
+    lab = rng.integers(0, 50, size=4096)
+    a = jax.nn.one_hot(jnp.asarray(lab), 50, dtype=jnp.float32).T[None]
+    x = T.sample("normal(0,1)", (4096, 300), rng)
+    b = jnp.asarray(x)[None]
+    jaxpr = jax.make_jaxpr(lambda a, b: auto.operand_stats(a, b, False, None, (True, False)))(a, b).jaxpr
+    assert not any(v is jaxpr.invars[0] for e in jaxpr.eqns for v in e.invars)
+    st = auto.operand_stats(a, b, False, None, (True, False))
+    full = auto.operand_stats(a, b, False)
+    assert np.all(np.asarray(st.a_max) >= np.asarray(full.a_max)) and np.all(np.asarray(st.a_max) == 256)
+    assert np.all(np.asarray(st.a_min) <= np.asarray(full.a_min)) and not np.any(np.asarray(st.a_bad))
+    np.testing.assert_array_equal(np.asarray(st.b_max), np.asarray(full.b_max))
+    # auto_dot with that plan: bf16x6 where its range allows, FP32 where it refuses
+    s = Auto(min_flops=0, min_dim=0, cost_model="counts")
+    monkeypatch.setattr(auto, "plan", lambda *args, **kw: auto.AutoPlan(
+        (auto.Candidate("bf16x6", 1.0), auto.Candidate("fp32", 2.0)), "test", "test"))
+    product = product_for("cpu", "xla")
+    f = jax.jit(lambda a, b: auto.auto_dot(a, b, s, "cpu", product, exact=(True, False)))
+    want6 = jaxemu.dot(a[0], b[0], scheme="bf16x6")
+    np.testing.assert_array_equal(np.asarray(f(a, b)[0]), np.asarray(want6))
+    huge = jnp.asarray(x * np.float32(2.0 ** 110))[None]  # past bf16x6's window (SAFE_MAX_EXP), finite in FP32
+    ref = np.asarray(a[0], np.float64) @ np.asarray(huge[0], np.float64)
+    got = np.asarray(f(a, huge)[0])
+    assert np.all(np.isfinite(got))
+    np.testing.assert_array_equal(got, np.asarray(jnp.matmul(a[0], huge[0], precision="highest")))
+    assert T.relerr(got, ref) <= 2.0 ** -20
