@@ -56,7 +56,7 @@ EMULATED = {"bf16x6", "fp16x3", "auto", "bf16x3"}
 SIZES = {
     "full": dict(
         kmeans=dict(n=1 << 20, d=256, k=1024, iters=20),
-        knn=dict(n=1 << 20, m=8192, d=128, k=10, chunk=1024),
+        knn=dict(n=1 << 20, m=8192, d=128, k=10, chunk=2048),
         mlp=dict(n=1 << 16, d_in=1024, hidden=4096, steps=50, batch=4096, lr=1e-3),
         cholesky=dict(n=16384, block=1024, cond=1e3),
         hpl_ai=dict(n=16384, block=1024),
