@@ -91,6 +91,9 @@ if [[ " $STEPS " == *" paths "* ]]; then
     | tee "$OUT/knn_probe.log" | tail -6
 fi
 if [[ " $STEPS " == *" apps "* ]]; then
+  # The commit in the runner's output comes from .git, which may be stale on
+  # a copied tree: give JAXEMU_COMMIT in the command (BUILD.md).
+  [ -n "${JAXEMU_COMMIT:-}" ] || echo "note: JAXEMU_COMMIT unset; the commit the apps report comes from .git"
   JAX_PLATFORMS=cuda,cpu timeout "${APPS_TIMEOUT:-450}" python3 -m jaxemu.apps --json "$OUT/apps.json" \
     --md "$OUT/apps.md" --plot "$OUT/apps.png" ${APPS_ARGS:-} 2>&1 | tee "$OUT/apps.log" | tail -40
 fi
