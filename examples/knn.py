@@ -41,24 +41,36 @@ DEFAULT_SCHEMES = "fp32,bf16,tf32,bf16x3,bf16x6,fp16x3,int8_l4"
 GROUP = 1024
 
 
+def _order_keys(x):
+    """Integers in the order lax.top_k gives floats (IEEE total order: -NaN <
+    -inf < ... < -0 < +0 < ... < +inf < +NaN): the bits, with the other bits
+    of negative values flipped. A max over them is exact, NaN and signed
+    zeros included, which a float max is not."""
+    itype = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
+    bits = jax.lax.bitcast_convert_type(x, itype)
+    return jnp.where(bits < 0, bits ^ jnp.iinfo(itype).max, bits)
+
+
 def top_k_grouped(x, k, group=GROUP):
-    """lax.top_k(x, k) along the last axis of x (rows, n), exactly, for data
-    without NaN: the same values, and the same indices (equal values: the
-    lower index first). n must be a multiple of ``group``, n // group >= k.
+    """lax.top_k(x, k) along the last axis of x (rows, n), exactly: the same
+    values and the same indices (equal values: the lower index first; NaN
+    and signed zeros in lax.top_k's order). n must be a multiple of
+    ``group``, n // group >= k.
 
     The row is cut into groups of ``group`` elements. Each of the k largest
     elements lies in one of the k groups with the largest maxima (equal
     maxima: the lower group first): every group ranked before its own holds
     an element ranked before it (a larger value, or an equal one at a lower
     index), and only k - 1 elements are. So the top k of those k groups,
-    taken in index order, are the top k of the row."""
+    taken in index order, are the top k of the row. The maxima are taken in
+    lax.top_k's own order (``_order_keys``)."""
     rows, n = x.shape
     if n % group or n // group < k:
         raise ValueError(f"top_k_grouped: n = {n} must be a multiple of group = {group} with n // group >= k = {k}")
     g = x.reshape(rows, n // group, group)
-    _, best = jax.lax.top_k(jnp.max(g, axis=2), k)           # the k groups with the largest maxima
-    best = jnp.sort(best, axis=1)                             # in index order: ties resolve as in one top_k
-    cand = jnp.take_along_axis(g, best[:, :, None], axis=1)   # (rows, k, group)
+    _, best = jax.lax.top_k(jnp.max(_order_keys(g), axis=2), k)  # the k groups with the largest maxima
+    best = jnp.sort(best, axis=1)                               # in index order: ties resolve as in one top_k
+    cand = jnp.take_along_axis(g, best[:, :, None], axis=1)     # (rows, k, group)
     v, j = jax.lax.top_k(cand.reshape(rows, k * group), k)
     return v, jnp.take_along_axis(best, j // group, axis=1) * group + j % group
 

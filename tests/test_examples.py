@@ -100,6 +100,13 @@ def test_knn_grouped_top_k_is_lax_top_k(ex):
     x[0] = 7.0
     x[1, ::512] = 100.0  # the largest values spread over many groups
     x = np.concatenate([x, rng.standard_normal((16, 4096)).astype(np.float32)])
+    # NaN of both signs, infinities and signed zeros, in lax.top_k's order
+    # (a float max over a group would miss them: XLA's CPU reduction skipped a NaN)
+    x[2, 100], x[3, ::7], x[5, :] = np.nan, np.nan, -np.inf
+    x[4, 5] = -np.abs(np.float32(np.nan))
+    x[6, 9], x[6, 10], x[6, 11:] = -0.0, 0.0, -1.0
+    x[7, 3000], x[8, 64] = np.inf, -0.0
+    x[8, 65:] = -0.0
     for group, k in ((64, 10), (256, 16), (512, 8), (128, 1)):
         v, i = kn.top_k_grouped(jax.numpy.asarray(x), k, group)
         v0, i0 = jax.lax.top_k(jax.numpy.asarray(x), k)
