@@ -46,6 +46,10 @@ def _order_keys(x):
     -inf < ... < -0 < +0 < ... < +inf < +NaN): the bits, with the other bits
     of negative values flipped. A max over them is exact, NaN and signed
     zeros included, which a float max is not."""
+    if jnp.issubdtype(x.dtype, jnp.integer):
+        return x
+    if x.dtype not in (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64):
+        raise ValueError(f"top_k_grouped: integer or float16/bfloat16/float32/float64 data, got {x.dtype}")
     itype = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
     bits = jax.lax.bitcast_convert_type(x, itype)
     return jnp.where(bits < 0, bits ^ jnp.iinfo(itype).max, bits)

@@ -61,8 +61,13 @@ bf16x6 and FP32 products of it. Nothing below this module imports it.
    counts plus the size thresholds ``min_flops`` / ``min_dim``. Emulated
    candidates predicted slower than 0.9 x FP32 are dropped, so that auto is
    never meant to lose to SGEMM; if none is left, auto is native FP32 for
-   that shape, decided at trace time and reported by ``explain``.
-4. At run time the fastest candidate the test allows runs. The common case
+   that shape, decided at trace time and reported by ``explain``. Where
+   bf16x6 is the fastest candidate the plan is bf16x6 or FP32: every hybrid
+   is slower and needs bf16x6's range anyway, and fp16x3's test (a pass
+   over both operands) would pay only on data near FP32's limits.
+4. At run time the fastest candidate the test allows runs (a plan of bf16x6
+   or FP32 tests the exponent ranges alone, with an exact operand's bounds
+   instead of a pass over it). The common case
    costs one conditional: when fp16x3 is the fastest candidate and passes,
    it runs; otherwise the hybrids' tests run and lax.switch picks among the
    rest (only the chosen branch executes; FP32 is always allowed). Every
@@ -203,7 +208,10 @@ def _cost_model(s: Auto, platform: Optional[str], backend: Optional[str]):
 # one process each): on the slice path (stop 24) fp16x3 6.15 vs 9.63 ms,
 # bf16x6 7.18 vs 12.74 ms; on the FP32-operand kernel, which bf16x6 takes
 # there (stop 35), 5.22 vs 6.95 ms. Not the share of slice products (2/3 and
-# 1/2): the other operand's split and the exact operand's read stay.
+# 1/2): the other operand's split and the exact operand's read stay. Each
+# was measured with the left operand exact and is taken for either side; a
+# model with no fit of the f32 path (the shipped H100's) prices that path
+# with its main fit and the main path's share.
 EXACT_SHARE = {"": {"fp16x3": 0.64, "bf16x6": 0.56}, "f32": {"bf16x6": 0.75}}
 
 
@@ -345,17 +353,19 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
     None: XLA's reductions (as separate reductions: as one variadic reduce,
     XLA 0.11 on an H200 once wrote its seven inputs to memory, 18 GB at the
     k-means update's 1024 x 1M: 11 ms against 3.3; docs/performance.md,
-    stop 25)."""
+    stop 25). ``exact`` (with ``normwise`` False only: the probe needs the
+    values): the sides known exact get their bounds (_exact_bounds), no
+    pass over them."""
     a_in, b_in = a, b
-    a, b = _wide(a), _wide(b)  # (an exact operand may come in 16 bits)
     if not normwise:
-        # ``exact``: an exact side's bounds instead of a pass over it
-        # (_exact_bounds; the normwise test's probe needs the values).
         b_max, b_min, b_l1, b_bad = (_exact_bounds(b, 1) if exact[1] else
-                                     kernels.columns(b_in) if kernels else _side(b, 1))
+                                     kernels.columns(b_in) if kernels else _side(_wide(b), 1))
         a_max, a_min, a_l1, a_bad = (_exact_bounds(a, 2) if exact[0] else
-                                     kernels.rows(a_in) if kernels else _side(a, 2))
+                                     kernels.rows(a_in) if kernels else _side(_wide(a), 2))
         return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, a_bad=a_bad, b_bad=b_bad)
+    if any(exact):
+        raise ValueError("operand_stats: exact bounds are for the range test alone (normwise=False)")
+    a, b = _wide(a), _wide(b)  # (an exact operand may come in 16 bits)
     b0 = jnp.where(jnp.isfinite(b), b, 0.0)
     b_max, b_min, b_l1, b_bad = kernels.columns(b_in) if kernels else _side(b, 1)
     a0 = jnp.where(jnp.isfinite(a), a, 0.0)
@@ -825,7 +835,8 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     # a conditional is written to memory whichever branch runs, in float32
     # twice the bytes of the slice the product reads (a 1M x 1024 one-hot:
     # 4 GiB; docs/performance.md, stops 24-25). In float32 where the fastest
-    # runs on the FP32-operand kernel, which reads it so.
+    # runs on the FP32-operand kernel, which reads it so. (A test of the
+    # ranges alone does not read it: ``ranges_only``.)
     narrow = _exact_format(pl.candidates, lambda c: costs.path_of(backend, c.scheme, (bsz, m, n, k), exact))
     a, b = (x.astype(narrow) if e else x for x, e in zip((a, b), exact))
     ranges_only = all(c.scheme in ("bf16x6", "fp32") and not c.hybrid for c in pl.candidates)

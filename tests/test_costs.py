@@ -35,6 +35,13 @@ def test_the_shipped_models_reproduce_their_measurements(kind, measured):
                 assert misfit[0] <= ratio <= misfit[1], (scheme, shape, ratio)
                 continue
             assert (0.88 <= ratio <= 1.12) if square else (0.6 <= ratio <= 1.4), (scheme, shape, ratio)
+    # the main path's points where another path runs by default (the hybrids'
+    # bf16x6 parts and JAXEMU_CUDA_F32_OPERANDS=0 run there)
+    extra = costs._h200_slice_path_points() if kind == "NVIDIA H200" else {}
+    for scheme, points in extra.items():
+        for shape, t in points.items():
+            assert costs.path_of("cuda", scheme, shape) != ""
+            assert 0.8 <= model.time(scheme, shape, path="") / t <= 1.25, (scheme, shape)
 
 
 @pytest.mark.parametrize("kind,measured", SHIPPED, ids=["H200", "H100"])

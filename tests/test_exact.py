@@ -353,12 +353,22 @@ def test_auto_tests_only_bf16x6s_range_where_bf16x6_is_fastest(rng, monkeypatch)
     assert np.all(np.asarray(st.a_max) >= np.asarray(full.a_max)) and np.all(np.asarray(st.a_max) == 256)
     assert np.all(np.asarray(st.a_min) <= np.asarray(full.a_min)) and not np.any(np.asarray(st.a_bad))
     np.testing.assert_array_equal(np.asarray(st.b_max), np.asarray(full.b_max))
+    # a narrowed (16-bit) exact operand is not read either
+    a16 = a.astype(jnp.bfloat16)
+    jaxpr = jax.make_jaxpr(lambda a, b: auto.operand_stats(a, b, False, None, (True, False)))(a16, b).jaxpr
+    assert not any(v is jaxpr.invars[0] for e in jaxpr.eqns for v in e.invars)
     # auto_dot with that plan: bf16x6 where its range allows, FP32 where it refuses
     s = Auto(min_flops=0, min_dim=0, cost_model="counts")
     monkeypatch.setattr(auto, "plan", lambda *args, **kw: auto.AutoPlan(
         (auto.Candidate("bf16x6", 1.0), auto.Candidate("fp32", 2.0)), "test", "test"))
     product = product_for("cpu", "xla")
     f = jax.jit(lambda a, b: auto.auto_dot(a, b, s, "cpu", product, exact=(True, False)))
+    # its test takes the ranges alone, with the exact side's bounds
+    seen = []
+    stats = auto.operand_stats
+    monkeypatch.setattr(auto, "operand_stats", lambda *args, **kw: seen.append(kw) or stats(*args, **kw))
+    jax.make_jaxpr(lambda a, b: auto.auto_dot(a, b, s, "cpu", product, exact=(True, False)))(a, b)
+    assert [(kw["normwise"], kw["exact"]) for kw in seen] == [(False, (True, False))], seen
     want6 = jaxemu.dot(a[0], b[0], scheme="bf16x6")
     np.testing.assert_array_equal(np.asarray(f(a, b)[0]), np.asarray(want6))
     huge = jnp.asarray(x * np.float32(2.0 ** 110))[None]  # past bf16x6's window (SAFE_MAX_EXP), finite in FP32

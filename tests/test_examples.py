@@ -112,6 +112,12 @@ def test_knn_grouped_top_k_is_lax_top_k(ex):
         v0, i0 = jax.lax.top_k(jax.numpy.asarray(x), k)
         np.testing.assert_array_equal(np.asarray(v), np.asarray(v0))
         np.testing.assert_array_equal(np.asarray(i), np.asarray(i0))
+    # integers as they are (their order is lax.top_k's); other dtypes refused
+    xi = jax.numpy.asarray(rng.integers(-20, 20, size=(32, 2048)).astype(np.int32))
+    for got, want in zip(kn.top_k_grouped(xi, 10, 64), jax.lax.top_k(xi, 10)):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    with pytest.raises(ValueError, match="float16/bfloat16/float32/float64"):
+        kn.top_k_grouped(jax.numpy.asarray(x[:, :2048]).astype(jax.numpy.float8_e4m3fn), 10, 64)
     with pytest.raises(ValueError, match="multiple of group"):
         kn.top_k_grouped(jax.numpy.asarray(x[:, :1000]), 10, 64)
     with pytest.raises(ValueError, match="n // group >= k"):
