@@ -6,12 +6,15 @@ queries and on the whole search, in one process:
 Times, for FP32 (precision highest) and the FP32-class schemes: the distance
 GEMM of one chunk alone, lax.top_k alone on a chunk's distances, and the
 whole chunked search (examples/knn.py: knn_chunked): the search's time less
-(chunks x the GEMM's) is what no GEMM can speed up. (H200, stop 34: an exact
-two-stage top_k, blocks of 1024 columns, made the search 5x slower.) And a
-third formulation, to see whether XLA's top_k is faster on shorter rows:
-all queries against blocks of ``--db-block`` database points in a lax.scan,
-a running top-k merged per block (``scan_search``; the same neighbours as
-knn_chunked up to ties, which the script counts).
+(chunks x the GEMM's) is what no GEMM can speed up; and examples/knn.py's
+top_k_grouped on one chunk, with whether it gives lax.top_k's indices.
+(H200, stop 34: an exact two-stage top_k, blocks of 1024 columns, made the
+search 5x slower.) And a third formulation, to see whether XLA's top_k is
+faster on shorter rows: all queries against blocks of ``--db-block``
+database points in a lax.scan, a running top-k merged per block
+(``scan_search``; the same neighbours as knn_chunked up to ties, which the
+script counts). H200, stop 35: 235 ms against the chunked search's 171
+(FP32), so it is not faster.
 """
 from __future__ import annotations
 
@@ -70,9 +73,13 @@ def main(argv=None):
           f"k={args.k} chunk={args.chunk}")
     d2 = jax.jit(lambda q, x: jnp.sum(x * x, axis=1)[None, :] - 2.0 * (q @ x.T))(q1, dbj)
     top_k = jax.jit(lambda d: jax.lax.top_k(-d, args.k)[1])  # (one jit: a lambda per call would recompile)
+    grouped = jax.jit(lambda d: kn.top_k_grouped(-d, args.k)[1])
     t_topk = median_time(lambda: top_k(d2), args.repeats)
+    t_grouped = median_time(lambda: grouped(d2), args.repeats)
+    same = bool(np.array_equal(np.asarray(top_k(d2)), np.asarray(grouped(d2))))
     chunks = args.m // args.chunk
-    print(f"top_k of one chunk's distances {t_topk * 1e3:.2f} ms")
+    print(f"one chunk's distances: lax.top_k {t_topk * 1e3:.2f} ms, top_k_grouped {t_grouped * 1e3:.2f} ms "
+          f"(the same indices: {same})")
     for s in args.schemes.split(","):
         ctx = jax.default_matmul_precision("highest") if s == "fp32" else contextlib.nullcontext()
         wrap = (lambda f: f) if s == "fp32" else (lambda f: jaxemu.emulate(f, scheme=s))
