@@ -99,7 +99,7 @@ from . import costs
 from . import backends
 from .backends import SplitProduct, backend_for, switches, xla
 from .backends.xla import exponent, ldexp
-from .schemes import Auto, exact_variant, get_scheme
+from .schemes import EXACT_MAX, Auto, exact_variant, get_scheme
 
 # componentwise: fp16x3 keeps full precision for values within ~26 binades
 # below their row's maximum (hi and lo stay normal in fp16 after scaling the
@@ -179,6 +179,12 @@ class AutoPlan:
     def static(self) -> Optional[str]:
         return self.candidates[0].scheme if len(self.candidates) == 1 else None
 
+    @property
+    def ranges_only(self) -> bool:
+        """No candidate needs fp16x3's test: the exponent ranges decide
+        (bf16x6 or FP32, ``plan``)."""
+        return all(c.scheme in ("bf16x6", "fp32") and not c.hybrid for c in self.candidates)
+
 
 def _splits(r: int, block: int, fractions) -> List[int]:
     return sorted({int(f * r) // block * block for f in fractions} - {0, r})
@@ -256,7 +262,7 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
 
         def cost(name, b, mm, nn, kk, path=None):
             p = model.priced_path(name, (b, mm, nn, kk), path, exact)
-            return model.time(name, (b, mm, nn, kk), p, exact) * exact_share(name, exact, p)
+            return model.time(name, (b, mm, nn, kk), p) * exact_share(name, exact, p)
 
         def gather(rows, cols):
             return model.gather_time(shape, rows, cols)
@@ -328,11 +334,6 @@ _side = xla.finite_extremes
 # Probe columns of at least this many values (B x K) are gathered in a
 # fusion of their own (operand_stats).
 PROBE_FENCE_MIN = 1 << 14
-
-
-# An exact operand holds integers of |x| <= 256 by construction
-# (FloatSplit.exact): its statistics' bounds, no pass over it needed.
-EXACT_MAX = 256.0
 
 
 def _exact_bounds(x, side: int):
@@ -840,8 +841,7 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     # ranges alone does not read it: ``ranges_only``.)
     narrow = _exact_format(pl.candidates, lambda c: costs.path_of(backend, c.scheme, (bsz, m, n, k), exact))
     a, b = (x.astype(narrow) if e else x for x, e in zip((a, b), exact))
-    ranges_only = all(c.scheme in ("bf16x6", "fp32") and not c.hybrid for c in pl.candidates)
-    test = DataTest.of(a, b, s, exact, kernels, ranges_only)
+    test = DataTest.of(a, b, s, exact, kernels, pl.ranges_only)
     first, rest = pl.candidates[0], pl.candidates[1:]
     if not (first.scheme == "fp16x3" and not first.hybrid):
         return _choose(pl.candidates, a, b, test, product, platform, split)

@@ -139,6 +139,12 @@ class NativeFP32(Scheme):
         return "native FP32 (precision=HIGHEST)"
 
 
+# The largest |value| of an exact operand (FloatSplit.exact: small integers,
+# converted from bool, int8 or uint8): the bound the kernels' special-value
+# decision and auto's range test take for it, without a pass over it.
+EXACT_MAX = 256.0
+
+
 @dataclasses.dataclass(frozen=True, repr=False)
 class FloatSplit(Scheme):
     """x = s_0 + s_1 2^-sb + s_2 2^-2sb + ... with s_i in a low-precision float format.

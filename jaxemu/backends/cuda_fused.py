@@ -61,7 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..schemes import FloatSplit, get_scheme
+from ..schemes import EXACT_MAX, FloatSplit, get_scheme
 from . import switches
 from . import xla as xla_backend
 
@@ -84,10 +84,6 @@ KERNELS = (
     ("bf16", (1, 3), 128, 1, (3, 0)), ("bf16", (3, 1), 128, 1, (3, 0)),
     ("tf32", (1, 2), 128, 1, (2, 0)), ("tf32", (2, 1), 128, 1, (2, 0)),
 )
-# An exact operand's largest |value| (FloatSplit.exact: converted from bool,
-# int8 or uint8): the bound the special-value decision uses for it, without
-# a pass over it.
-EXACT_MAX = 256.0
 # Relative speed of the two tile widths on full tiles (H200, bf16, promoted
 # GEMM at 8192 x 8192 x 49152: 454 vs 492 TFLOP/s with 1x1 clusters,
 # the per-level CUTLASS kernel this one replaced): a 192-wide tile pays unless
