@@ -40,6 +40,14 @@ struct Epilogue {
   // {0, 1}; the SM90 wgmma FP32 accumulator of a 64 x TN warpgroup tile),
   // so two rows and TN / 4 columns, not two loads per value (the GPU tests
   // compare fp16x3 on wide-exponent data, where any other pairing is wrong).
+  // Columns C + 8 j and C + 8 j + 1 are adjacent, C even: one 8-byte load
+  // per pair where the tile is inside C and the pair aligned.
+  // Where every exponent lies in [-63, 63] (the usual case: fp16's scaling
+  // exponents are near those of the data), 2^-r and 2^-c are normal floats
+  // and so is their product: each value takes one multiply by it, which
+  // rounds as ldexpf does (the same bits), instead of a range test and a
+  // branch per value (at short K the epilogue is most of a tile's time:
+  // ncu, docs/performance.md stop 36).
   template <class Accum, class Coords>
   static __device__ void unscale(Problem const& p, WorkTile const& w, Accum& total, Coords const& coords) {
     static_assert(decltype(size(total))::value == TN / 2, "one 64 x TN wgmma accumulator per thread");
@@ -53,14 +61,40 @@ struct Epilogue {
       const int64_t r = row0 + get<0>(coords(2 * h));
       re[h] = r < M ? __ldg(row_exp + r) : 0;
     }
-    int ce[TN / 4];
-    CUTLASS_PRAGMA_UNROLL
-    for (int q = 0; q < TN / 4; ++q) {
-      const int64_t c = col0 + get<1>(coords(4 * (q / 2) + q % 2));
-      ce[q] = c < N ? __ldg(col_exp + c) : 0;
+    int ce[TN / 4];  // ce[2 j + v]: column C + 8 j + v
+    const int64_t c0 = col0 + get<1>(coords(0));
+    const int32_t* cp = col_exp + c0;
+    if (col0 + TN <= N && (reinterpret_cast<uintptr_t>(cp) & 7) == 0) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < TN / 8; ++j) {
+        const int2 v = __ldg(reinterpret_cast<const int2*>(cp + 8 * j));
+        ce[2 * j] = v.x;
+        ce[2 * j + 1] = v.y;
+      }
+    } else {
+      CUTLASS_PRAGMA_UNROLL
+      for (int q = 0; q < TN / 4; ++q) {
+        const int64_t c = col0 + get<1>(coords(4 * (q / 2) + q % 2));
+        ce[q] = c < N ? __ldg(col_exp + c) : 0;
+      }
     }
+    bool normal = (p.epi_flags & 1) == 0;
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < TN / 2; ++i) total(i) = times_pow2(total(i), -(re[(i / 2) % 2] + ce[2 * (i / 4) + i % 2]));
+    for (int h = 0; h < 2; ++h) normal &= unsigned(re[h] + 63) <= 126u;
+    CUTLASS_PRAGMA_UNROLL
+    for (int q = 0; q < TN / 4; ++q) normal &= unsigned(ce[q] + 63) <= 126u;
+    if (normal) {
+      float sr[2], sc[TN / 4];
+      CUTLASS_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) sr[h] = __int_as_float((127 - re[h]) << 23);
+      CUTLASS_PRAGMA_UNROLL
+      for (int q = 0; q < TN / 4; ++q) sc[q] = __int_as_float((127 - ce[q]) << 23);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < TN / 2; ++i) total(i) = total(i) * (sr[(i / 2) % 2] * sc[2 * (i / 4) + i % 2]);
+    } else {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < TN / 2; ++i) total(i) = times_pow2(total(i), -(re[(i / 2) % 2] + ce[2 * (i / 4) + i % 2]));
+    }
   }
 
   template <class Accum, class Coords>
