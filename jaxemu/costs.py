@@ -46,21 +46,22 @@ SCHEMES = ("fp32", "fp16x3", "bf16x6")
 # H200 (driver 580.159.04, jax 0.11.2), cuda backend, 2026-11-27, inputs
 # uniform(-1, 1): milliseconds (SGEMM) and speedups over SGEMM measured in the
 # same run, all twelve from one `python scripts/cost_points.py --repeats 5`
-# (commit 9edfdfa: the FP32-operand kernel with A's slices in registers on
-# outputs of up to two waves of tiles, which bf16x6 takes on the 1st, 2nd,
-# 7th, 10th and 12th shapes; the 9th-11th: k-means distances and update, kNN;
-# docs/performance.md, "H200, 2026-11-27 (stop 34)"). But for fp16x3 at
-# 1024^3, a 0.17 ms product: 0.34 in that run, 0.63 in the run of the same
-# script on another H200 that day and in the 2026-11-26 run (fp16x3's kernels
-# the same in all three); the outlier bent fp16x3's whole fit (2048^3 priced
-# 1.24x its time), so the model takes 0.63.
-_H200_SGEMM = {(1, 1024, 1024, 1024): 0.059, (1, 2048, 2048, 2048): 0.348, (1, 4096, 4096, 4096): 2.727,
-               (1, 8192, 8192, 8192): 21.952, (1, 16384, 16384, 16384): 163.605, (1, 8192, 8192, 256): 0.752,
-               (1, 256, 8192, 8192): 0.701, (8, 2048, 2048, 2048): 2.662, (1, 1048576, 1024, 256): 12.148,
-               (1, 1024, 256, 1048576): 10.796, (1, 8192, 262144, 128): 12.952, (1, 512, 512, 65536): 0.723}
+# at 8a6117c (fp16's unscaling at one multiply per value: fp16x3 on the
+# short-K shapes 1.5-1.6x faster than at stop 34's points; bf16x6 takes the
+# FP32-operand kernel, A's slices in registers, on the 1st, 2nd, 7th, 10th
+# and 12th shapes; the 9th-11th: k-means distances and update, kNN;
+# docs/performance.md, "H200, 2026-11-27 (stop 36)"). But 1024^3 (a ~0.1 ms
+# product, timed one call at a time) keeps stop 34's point (SGEMM 0.059 ms,
+# fp16x3 0.63x, bf16x6 0.78x): this run measured 0.46x and 1.12x with the
+# same kernels there, and fp16x3's 0.46 bent its fit (2048^3 priced 1.13x its
+# time); the runs before swung as much (fp16x3 0.34-0.63).
+_H200_SGEMM = {(1, 1024, 1024, 1024): 0.059, (1, 2048, 2048, 2048): 0.348, (1, 4096, 4096, 4096): 2.712,
+               (1, 8192, 8192, 8192): 21.981, (1, 16384, 16384, 16384): 167.129, (1, 8192, 8192, 256): 0.753,
+               (1, 256, 8192, 8192): 0.706, (8, 2048, 2048, 2048): 2.658, (1, 1048576, 1024, 256): 12.222,
+               (1, 1024, 256, 1048576): 10.998, (1, 8192, 262144, 128): 13.053, (1, 512, 512, 65536): 0.726}
 _H200_SPEEDUP = {  # x SGEMM, same order as _H200_SGEMM
-    "fp16x3": (0.63, 2.00, 3.39, 3.87, 3.76, 2.14, 1.15, 2.63, 2.14, 1.12, 1.57, 1.34),
-    "bf16x6": (0.78, 1.79, 2.01, 2.26, 1.99, 1.93, 1.88, 1.77, 1.94, 1.88, 2.23, 1.95),
+    "fp16x3": (0.63, 1.89, 3.19, 3.92, 3.78, 2.71, 1.16, 2.66, 2.71, 1.11, 2.41, 1.38),
+    "bf16x6": (0.78, 1.81, 2.01, 2.20, 2.04, 1.90, 1.87, 1.74, 1.93, 1.86, 2.00, 1.98),
 }
 # Not in the fit: bf16x6's slice path timed with the FP32-operand kernel
 # switched off where that kernel is the default (scripts/f32_ab.py, same

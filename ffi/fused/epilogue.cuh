@@ -78,7 +78,7 @@ struct Epilogue {
         ce[q] = c < N ? __ldg(col_exp + c) : 0;
       }
     }
-    bool normal = (p.epi_flags & 1) == 0;
+    bool normal = true;
     CUTLASS_PRAGMA_UNROLL
     for (int h = 0; h < 2; ++h) normal &= unsigned(re[h] + 63) <= 126u;
     CUTLASS_PRAGMA_UNROLL

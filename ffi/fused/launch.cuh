@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include <cuda_runtime.h>
@@ -31,9 +30,7 @@ std::string launch(const Problem& p, cudaStream_t stream) {
   auto gB = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.b)), T::gmem_layout(n, k, p.sb, L));
   // TMA stores need 16-byte row strides; otherwise the epilogue stores from
   // registers and the descriptor (over a dummy 4-wide view of C) is unused.
-  Problem q = p;
-  if (const char* e = std::getenv("JAXEMU_CUDA_EPI")) q.epi_flags = std::atoi(e);
-  const bool tma_store = T::kTmaStore && n % 4 == 0 && !(q.epi_flags & 2);
+  const bool tma_store = T::kTmaStore && n % 4 == 0;
   const int32_t cn = tma_store ? n : 4, cm = tma_store ? m : 1, cp = tma_store ? p.splits * L : 1;
   auto gC = make_tensor(make_gmem_ptr(p.c), make_layout(make_shape(cm, cn, cp),
                                                         make_stride(int64_t(cn), _1{}, int64_t(cm) * cn)));
@@ -47,7 +44,7 @@ std::string launch(const Problem& p, cudaStream_t stream) {
                     make_shape(Int<T::kTileN>{}, Int<T::kTileK>{}), _1{}),
       make_tma_copy(SM90_TMA_STORE{}, gC, typename T::SmemLayoutC{}),
       tma_store,
-      q,
+      p,
       plan,
       int((p.k + T::kTileK - 1) / T::kTileK),
       sched};

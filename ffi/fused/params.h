@@ -44,9 +44,6 @@ struct Problem {
   int term_b[kMaxTerms] = {};    // slice of B in term t
   int term_exp[kMaxTerms] = {};  // the term's weight 2^e_t (exact)
   int kc_tiles[kMaxTerms] = {};  // promotion interval of term t, in K-tiles (>= 1)
-  // Epilogue experiments (stop 36, launch.cuh reads JAXEMU_CUDA_EPI): bit 0,
-  // the per-value unscaling; bit 1, C stored from registers, not by TMA.
-  int epi_flags = 0;
 };
 
 // How the kernel runs a Problem's terms: terms of equal weight share a
