@@ -124,13 +124,18 @@ struct FusedCase {
   int64_t batch, m, k, n;
   int tile_n, splits, kc_tiles;  // kc_tiles 0: the whole K in one chunk
   bool with_inf;
+  // Row exponents +70 on every other 64 rows, column exponents -70 on every
+  // other 128 columns: some threads' exponents all within [-63, 63], others
+  // not, so the epilogue's unscaling runs both its one-multiply path and its
+  // per-value path (ffi/fused/epilogue.cuh), with C's values still normal.
+  bool far_exps = false;
 };
 
 std::string label(const FusedCase& c) {
   char buf[200];
   std::snprintf(buf, sizeof buf, "fused %s %lldx%lldx%lldx%lld tile_n=%d splits=%d kc_tiles=%d%s",
                 fused_schemes()[c.scheme].name, (long long)c.batch, (long long)c.m, (long long)c.k,
-                (long long)c.n, c.tile_n, c.splits, c.kc_tiles, c.with_inf ? " inf" : "");
+                (long long)c.n, c.tile_n, c.splits, c.kc_tiles, c.with_inf ? " inf" : c.far_exps ? " far-exps" : "");
   return buf;
 }
 
@@ -168,6 +173,10 @@ std::vector<FusedCase> fused_cases() {
     }
   for (int sc = 0; sc < int(fused_schemes().size()); ++sc)
     out.push_back({sc, 1, 33, 200, 20, 128, 1, 1, true});
+  for (int sc = 0; sc < int(fused_schemes().size()); ++sc)
+    if (fused_schemes()[sc].row_scaling)
+      for (auto s : std::vector<std::array<int64_t, 4>>{{1, 300, 129, 300}, {2, 129, 200, 257}})
+        out.push_back({sc, s[0], s[1], s[2], s[3], 128, 1, 1, false, true});
   return out;
 }
 
@@ -240,6 +249,10 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
     cexp.resize(size_t(c.batch * c.n));
     for (auto& e : rexp) e = ue(rng);
     for (auto& e : cexp) e = ue(rng);
+    if (c.far_exps) {
+      for (int64_t i = 0; i < c.batch * c.m; ++i) rexp[size_t(i)] += ((i % c.m) / 64) % 2 ? 70 : 0;
+      for (int64_t j = 0; j < c.batch * c.n; ++j) cexp[size_t(j)] -= ((j % c.n) / 128) % 2 ? 70 : 0;
+    }
   }
 
   fused::Problem p;
