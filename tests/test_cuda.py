@@ -124,6 +124,26 @@ def test_odd_shapes_and_long_k(name, m, k, n):
 
 
 
+@pytest.mark.parametrize("name", ["fp16x3", "fp16x3_bitcut"])
+def test_fp16_scaling_far_from_one_gives_the_same_bits(name, rng):
+    # fp16 scales each row of A and column of B by a power of two, so rows
+    # times 2^70 and columns times 2^-70 give C's bits times the same powers
+    # (every value stays normal). The kernel's epilogue undoes the scaling
+    # with one multiply per value where a thread's exponents all lie in
+    # [-63, 63] and value by value otherwise (ffi/fused/epilogue.cuh): the
+    # offset blocks take the second path, the others the first.
+    m, k, n = 384, 320, 640
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    er = np.where((np.arange(m) // 64) % 2 == 1, 70.0, 0.0)
+    ec = np.where((np.arange(n) // 128) % 2 == 1, -70.0, 0.0)
+    c = np.asarray(run(name, a, b, "cuda"))
+    far = np.asarray(run(name, (a * np.exp2(er)[:, None]).astype(np.float32),
+                         (b * np.exp2(ec)[None, :]).astype(np.float32), "cuda"))
+    want = (c.astype(np.float64) * np.exp2(er)[:, None] * np.exp2(ec)[None, :]).astype(np.float32)
+    np.testing.assert_array_equal(far.view(np.uint32), want.view(np.uint32))
+
+
 @pytest.mark.parametrize("name", FLOAT)
 @pytest.mark.parametrize("side", ["lhs", "rhs"])
 def test_exact_operand_kernels_give_the_full_schemes_result(name, side, rng):
