@@ -47,7 +47,7 @@ SCHEMES = ("fp32", "fp16x3", "bf16x6")
 # uniform(-1, 1): milliseconds (SGEMM) and speedups over SGEMM measured in the
 # same run, all twelve from one `python scripts/cost_points.py --repeats 5`
 # at 8a6117c (fp16's unscaling at one multiply per value: fp16x3 on the
-# short-K shapes 1.5-1.6x faster than at stop 34's points; bf16x6 takes the
+# short-K shapes 1.27-1.53x faster than at stop 34's points; bf16x6 takes the
 # FP32-operand kernel, A's slices in registers, on the 1st, 2nd, 7th, 10th
 # and 12th shapes; the 9th-11th: k-means distances and update, kNN;
 # docs/performance.md, "H200, 2026-11-27 (stop 36)"). But 1024^3 (a ~0.1 ms

@@ -126,17 +126,22 @@ def test_odd_shapes_and_long_k(name, m, k, n):
 
 @pytest.mark.parametrize("name", ["fp16x3", "fp16x3_bitcut"])
 def test_fp16_scaling_far_from_one_gives_the_same_bits(name, rng):
-    # fp16 scales each row of A and column of B by a power of two, so rows
-    # times 2^70 and columns times 2^-70 give C's bits times the same powers
-    # (every value stays normal). The kernel's epilogue undoes the scaling
-    # with one multiply per value where a thread's exponents all lie in
-    # [-63, 63] and value by value otherwise (ffi/fused/epilogue.cuh): the
-    # offset blocks take the second path, the others the first.
-    m, k, n = 384, 320, 640
+    # fp16 scales each row of A and column of B by a power of two (exponent
+    # 13 - floor(log2 max): 14 on uniform(-1, 1) rows), so rows times 2^er
+    # and columns times 2^ec give C's bits times the same powers (every
+    # value stays normal, and max|A| max|B| K < 2^100: no FP32 fallback).
+    # The kernel's epilogue undoes the scaling with one multiply per value
+    # where all of a thread's exponents lie in [-63, 63] and value by value
+    # otherwise (ffi/fused/epilogue.cuh). er = 84 + U[-3, 3] on alternate
+    # 64-row blocks (exponents -73..-67), ec = -84 + U[-3, 3] on alternate
+    # 128-column blocks (95..101), U[-3, 3] elsewhere (11..17): both paths,
+    # with exponents that differ row by row and column by column, and
+    # N = 600 ends in a partial column tile (the exponents' scalar loads).
+    m, k, n = 384, 320, 600
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-    er = np.where((np.arange(m) // 64) % 2 == 1, 70.0, 0.0)
-    ec = np.where((np.arange(n) // 128) % 2 == 1, -70.0, 0.0)
+    er = np.where((np.arange(m) // 64) % 2 == 1, 84, 0) + rng.integers(-3, 4, m)
+    ec = np.where((np.arange(n) // 128) % 2 == 1, -84, 0) + rng.integers(-3, 4, n)
     c = np.asarray(run(name, a, b, "cuda"))
     far = np.asarray(run(name, (a * np.exp2(er)[:, None]).astype(np.float32),
                          (b * np.exp2(ec)[None, :]).astype(np.float32), "cuda"))

@@ -42,8 +42,9 @@ struct Epilogue {
   // compare fp16x3 on wide-exponent data, where any other pairing is wrong).
   // Columns C + 8 j and C + 8 j + 1 are adjacent, C even: one 8-byte load
   // per pair where the tile is inside C and the pair aligned.
-  // Where every exponent lies in [-63, 63] (the usual case: fp16's scaling
-  // exponents are near those of the data), 2^-r and 2^-c are normal floats
+  // Where every exponent lies in [-63, 63] (fp16's scaling exponent is
+  // 13 - floor(log2 max) of the row or column: every maximum in [2^-50,
+  // 2^77)), 2^-r and 2^-c are normal floats
   // and so is their product: each value takes one multiply by it, which
   // rounds as ldexpf does (the same bits), instead of a range test and a
   // branch per value (at short K the epilogue is most of a tile's time:
