@@ -49,6 +49,13 @@ struct Epilogue {
   // rounds as ldexpf does (the same bits), instead of a range test and a
   // branch per value (at short K the epilogue is most of a tile's time:
   // ncu, docs/performance.md stop 36).
+  // Accumulator value i's row of the thread's two (h) and its column slot
+  // (2 j + v) of the thread's TN / 4 (see unscale), and the first value in
+  // column slot q.
+  static constexpr __device__ int row_of(int i) { return (i / 2) % 2; }
+  static constexpr __device__ int col_of(int i) { return 2 * (i / 4) + i % 2; }
+  static constexpr __device__ int value_in_col(int q) { return 4 * (q / 2) + q % 2; }
+
   template <class Accum, class Coords>
   static __device__ void unscale(Problem const& p, WorkTile const& w, Accum& total, Coords const& coords) {
     static_assert(decltype(size(total))::value == TN / 2, "one 64 x TN wgmma accumulator per thread");
@@ -75,7 +82,7 @@ struct Epilogue {
     } else {
       CUTLASS_PRAGMA_UNROLL
       for (int q = 0; q < TN / 4; ++q) {
-        const int64_t c = col0 + get<1>(coords(4 * (q / 2) + q % 2));
+        const int64_t c = col0 + get<1>(coords(value_in_col(q)));
         ce[q] = c < N ? __ldg(col_exp + c) : 0;
       }
     }
@@ -91,10 +98,10 @@ struct Epilogue {
       CUTLASS_PRAGMA_UNROLL
       for (int q = 0; q < TN / 4; ++q) sc[q] = __int_as_float((127 - ce[q]) << 23);
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < TN / 2; ++i) total(i) = total(i) * (sr[(i / 2) % 2] * sc[2 * (i / 4) + i % 2]);
+      for (int i = 0; i < TN / 2; ++i) total(i) = total(i) * (sr[row_of(i)] * sc[col_of(i)]);
     } else {
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < TN / 2; ++i) total(i) = times_pow2(total(i), -(re[(i / 2) % 2] + ce[2 * (i / 4) + i % 2]));
+      for (int i = 0; i < TN / 2; ++i) total(i) = times_pow2(total(i), -(re[row_of(i)] + ce[col_of(i)]));
     }
   }
 
