@@ -1,7 +1,8 @@
 """The GPU timeline of one call of an emulated product, from JAX's own
 profiler (CUPTI; no ncu replay, so XLA's autotuning costs nothing):
 
-    JAX_PLATFORMS=cuda python scripts/kernel_timeline.py [--cases sq8192,update,distances]  (also sq2048, sq4096, b8sq2048)
+    JAX_PLATFORMS=cuda python scripts/kernel_timeline.py [--cases sq8192,update,distances]  (also sq2048, sq4096, b8sq2048, knn;
+        scheme fp32: precision highest, not emulated)
         [--schemes fp16x3,auto] [--env JAXEMU_CUDA_STATS=1]
 
 Per case and scheme: every kernel of the (warm) call in stream order with its
@@ -46,6 +47,12 @@ def cases():
         out[f"sq{n}"] = lambda n=n: square(n)
     out["b8sq2048"] = lambda: square(2048, batch=8)
     out["distances"] = lambda: kmeans("distances")
+
+    def knn_chunk():  # one chunk of examples/knn.py's search at the runner's size
+        from examples import knn as kn
+        q, db = (jax.device_put(v) for v in kn.make_data(1 << 20, 2048, 128))
+        return (lambda q, db: kn.knn(q, db, 10)), (q, db)
+    out["knn"] = knn_chunk
     out["update"] = lambda: kmeans("update")
     return out
 
@@ -104,9 +111,12 @@ def main(argv=None):
     for case in args.cases.split(","):
         prod, xs = all_cases[case]()
         for scheme in args.schemes.split(","):
-            f = jax.jit(jaxemu.emulate(lambda *xs, prod=prod: prod(*xs), scheme=scheme))
             print(f"== {case}, {scheme}")
-            report(timeline(f, xs))
+            if scheme == "fp32":  # FP32 as its users ask for it, not emulated
+                with jax.default_matmul_precision("highest"):
+                    report(timeline(jax.jit(lambda *xs, prod=prod: prod(*xs)), xs))
+            else:
+                report(timeline(jax.jit(jaxemu.emulate(lambda *xs, prod=prod: prod(*xs), scheme=scheme)), xs))
         del xs
 
 

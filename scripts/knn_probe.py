@@ -55,6 +55,19 @@ def scan_search(queries, database, k, block):
     return idx
 
 
+def knn_before(queries, database, k):
+    """examples/knn.py's knn before stop 37: -d2 whole, then top_k_grouped
+    (its gather of candidates read -d2, which XLA then wrote to memory)."""
+    d2 = (jnp.sum(queries * queries, axis=1)[:, None] - 2.0 * (queries @ database.T)
+          + jnp.sum(database * database, axis=1)[None, :])
+    return kn.top_k_grouped(-d2, k, kn.GROUP)[1]
+
+
+def chunked(f, queries, database, k, chunk):
+    m = queries.shape[0]
+    return jax.lax.map(lambda q: f(q, database, k), queries.reshape(m // chunk, chunk, -1)).reshape(m, k)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=1 << 20)
@@ -65,12 +78,29 @@ def main(argv=None):
     p.add_argument("--db-block", type=int, default=65536)
     p.add_argument("--schemes", default="fp32,fp16x3,bf16x6")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--before", action="store_true",
+                   help="only the search as examples/knn.py writes it against knn_before, per scheme")
     args = p.parse_args(argv)
     q, db = kn.make_data(args.n, args.m, args.d, seed=0, offset=4.0)
     qj, dbj = jnp.asarray(q), jnp.asarray(db)
     q1 = qj[:args.chunk]
     print(f"{jax.devices()[0].device_kind}, jax {jax.__version__}: n={args.n} m={args.m} d={args.d} "
           f"k={args.k} chunk={args.chunk}")
+    if args.before:
+        for s in args.schemes.split(","):
+            ctx = jax.default_matmul_precision("highest") if s == "fp32" else contextlib.nullcontext()
+            wrap = (lambda f: f) if s == "fp32" else (lambda f: jaxemu.emulate(f, scheme=s))
+            now = jax.jit(wrap(kn.knn_chunked), static_argnums=(2, 3))
+            before = jax.jit(wrap(lambda q, x, k, c: chunked(knn_before, q, x, k, c)), static_argnums=(2, 3))
+            with ctx:
+                t_now = median_time(lambda: now(qj, dbj, args.k, args.chunk), args.repeats)
+                t_before = median_time(lambda: before(qj, dbj, args.k, args.chunk), args.repeats)
+                t_now2 = median_time(lambda: now(qj, dbj, args.k, args.chunk), args.repeats)
+                diff = int(np.sum(np.asarray(now(qj, dbj, args.k, args.chunk))
+                                  != np.asarray(before(qj, dbj, args.k, args.chunk))))
+            print(f"{s:8s} search: knn {t_now * 1e3:7.1f} / {t_now2 * 1e3:7.1f} ms, knn_before "
+                  f"{t_before * 1e3:7.1f} ms ({diff} indices differ)")
+        return
     d2 = jax.jit(lambda q, x: jnp.sum(x * x, axis=1)[None, :] - 2.0 * (q @ x.T))(q1, dbj)
     top_k = jax.jit(lambda d: jax.lax.top_k(-d, args.k)[1])  # (one jit: a lambda per call would recompile)
     grouped = jax.jit(lambda d: kn.top_k_grouped(-d, args.k)[1])
