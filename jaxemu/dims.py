@@ -27,6 +27,7 @@ class DotShape(NamedTuple):
     k: int
     n: int
     out_shape: Tuple[int, ...]
+    rhs_nk_perm: Tuple[int, ...] = ()  # rhs axes ordered (batch, free, contracting): b^T's
 
 
 def normalize_dimension_numbers(dimension_numbers, lhs_ndim: int, rhs_ndim: int) -> DimensionNumbers:
@@ -92,7 +93,14 @@ def dot_shape(lhs_shape: Sequence[int], rhs_shape: Sequence[int], dimension_numb
                  + tuple(rhs_shape[d] for d in rf))
     return DotShape(lhs_perm=lb + lf + lc, rhs_perm=rb + rc + rf,
                     b=size(lhs_shape, lb), m=size(lhs_shape, lf), k=size(lhs_shape, lc),
-                    n=size(rhs_shape, rf), out_shape=out_shape)
+                    n=size(rhs_shape, rf), out_shape=out_shape, rhs_nk_perm=rb + rf + rc)
+
+
+def rhs_k_minor(ds: DotShape) -> bool:
+    """Whether rhs as it is laid out (row-major) is b^T, (B, N, K), with no
+    transpose: its axes in (batch, free, contracting) order are in place,
+    as for ``x @ y.T`` once emulate folds the transpose into the dot."""
+    return ds.rhs_nk_perm == tuple(range(len(ds.rhs_nk_perm)))
 
 
 def canonicalize(lhs, rhs, ds: DotShape):

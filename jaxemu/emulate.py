@@ -239,6 +239,33 @@ def exact_vars(jaxpr, exact_in: Tuple[bool, ...] = ()) -> frozenset:
     return frozenset(exact)
 
 
+def _fold_transposes(invars, dimension_numbers, transposes):
+    """A dot_general's operands and dimension numbers with each operand that
+    a transpose made replaced by the transpose's operand (its axes renamed
+    in the dimension numbers), where that leaves the product's output as
+    it is (the operand's free axes keep their order). The product then sees
+    the array as it lies in memory: ``x @ y.T`` reaches the backends as y
+    with K its minor axis, which they split as rows without a transposed
+    copy (backends.b_rows_free; kNN's database, docs/performance.md stop 37).
+    Nothing is computed differently: the same product of the same values."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    contract, batch, out = [lc, rc], [lb, rb], list(invars)
+    for side, v in enumerate(invars):
+        if isinstance(v, _compat.Literal) or v not in transposes:
+            continue
+        src, perm = transposes[v]
+        free = [i for i in range(len(perm)) if i not in contract[side] and i not in batch[side]]
+        moved = [perm[i] for i in free]
+        if moved != sorted(moved):  # the output's axes would come out in another order
+            continue
+        out[side] = src
+        contract[side] = tuple(perm[i] for i in contract[side])
+        batch[side] = tuple(perm[i] for i in batch[side])
+    if out == list(invars):
+        return invars, dimension_numbers
+    return out, ((tuple(contract[0]), tuple(contract[1])), (tuple(batch[0]), tuple(batch[1])))
+
+
 class _Rewriter:
     """One rewrite pass; records a decision per dot_general it meets."""
 
@@ -313,8 +340,11 @@ class _Rewriter:
             return self._memo[key][1]
         exact = exact_vars(jaxpr, exact_in)
         new_eqns, changed = [], False
+        transposes = {}  # var -> (operand, permutation) of the transpose that made it
         for eqn in jaxpr.eqns:
-            new = self.eqn(eqn, path, lazy, exact)
+            if eqn.primitive is lax.transpose_p and not isinstance(eqn.invars[0], _compat.Literal):
+                transposes[eqn.outvars[0]] = (eqn.invars[0], tuple(eqn.params["permutation"]))
+            new = self.eqn(eqn, path, lazy, exact, transposes)
             changed |= new is not eqn
             new_eqns.append(new)
         out = jaxpr.replace(eqns=new_eqns) if changed else jaxpr
@@ -325,16 +355,17 @@ class _Rewriter:
         new = self.jaxpr(cj.jaxpr, path, lazy, exact_in)
         return cj if new is cj.jaxpr else cj.replace(jaxpr=new)
 
-    def eqn(self, eqn, path: str, lazy: bool, exact=frozenset()):
+    def eqn(self, eqn, path: str, lazy: bool, exact=frozenset(), transposes=None):
         if eqn.primitive is lax.dot_general_p:
             flags = tuple(_is_exact(v, exact) for v in eqn.invars)
             d = self.decide(eqn, path, lazy, flags)
             if d.scheme is None:
                 return eqn
-            params = dict(dimension_numbers=eqn.params["dimension_numbers"], scheme=d.scheme,
+            invars, dn = _fold_transposes(eqn.invars, eqn.params["dimension_numbers"], transposes or {})
+            params = dict(dimension_numbers=dn, scheme=d.scheme,
                           out_dtype=np.dtype(eqn.outvars[0].aval.dtype), backend=self.backend,
                           out_sharding=eqn.params.get("out_sharding"), exact=flags)
-            return eqn.replace(primitive=jaxemu_dot_p, params=params)
+            return eqn.replace(primitive=jaxemu_dot_p, params=params, invars=invars)
         sub = f"{path}/{_compat.eqn_label(eqn)}" if path else _compat.eqn_label(eqn)
         call_in = tuple(_is_exact(v, exact) for v in eqn.invars)
         new_params, changed = {}, False

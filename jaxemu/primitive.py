@@ -29,7 +29,7 @@ from jax import lax
 from jax.interpreters import ad, batching, mlir
 
 from . import _compat, _sharding, auto, backends
-from .dims import canonicalize, dot_shape
+from .dims import canonicalize, dot_shape, rhs_k_minor
 from .schemes import NativeFP32, exact_variant
 
 BACKENDS = ("default", "xla", "cuda")
@@ -180,12 +180,13 @@ def impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_shardin
     ds = dot_shape(lhs.shape, rhs.shape, dimension_numbers)
     a, b = canonicalize(lhs, rhs, ds)
     product = backends.product_for(platform, backend)
-    if scheme.parts != (scheme,):  # composite: auto, above the backends
-        runs_on = "xla" if backend == "xla" else backends.backend_for(scheme, platform)
-        c = auto.auto_dot(a, b, scheme, platform, product, runs_on,
-                          split=backends.split_product_for(scheme, platform, backend), exact=exact)
-    else:
-        c = product(a, b, with_exact(scheme, exact, platform, backend))
+    with backends.b_rows_free(rhs_k_minor(ds)):
+        if scheme.parts != (scheme,):  # composite: auto, above the backends
+            runs_on = "xla" if backend == "xla" else backends.backend_for(scheme, platform)
+            c = auto.auto_dot(a, b, scheme, platform, product, runs_on,
+                              split=backends.split_product_for(scheme, platform, backend), exact=exact)
+        else:
+            c = product(a, b, with_exact(scheme, exact, platform, backend))
     return c.reshape(ds.out_shape).astype(out_dtype)
 
 

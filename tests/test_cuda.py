@@ -335,6 +335,31 @@ def test_auto_gives_fp16x3s_bits_with_the_tests_row_scaling(stats, rng, monkeypa
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=law)
 
 
+@pytest.mark.parametrize("name", ["fp16x3", "bf16x6", "auto"])
+def test_a_transposed_b_is_split_as_rows_with_the_same_bits(name, rng, monkeypatch):
+    # x @ y.T under emulate: B reaches the backend as y's rows (emulate folds
+    # the transpose; backends.b_rows_free), which the split kernel (and
+    # auto's statistics: the row kernel) read as they lie, with no transposed
+    # copy and no column-statistics kernel; the same bits as the product of
+    # a (K, N) B (the transposed split kernel), on every law.
+    monkeypatch.delenv("JAXEMU_CUDA_B_ROWS", raising=False)
+    s = jaxemu.get_scheme(name)
+    if name == "auto":
+        s = s.replace(min_flops=0.0, min_dim=0, cost_model="counts")
+    f = jax.jit(jaxemu.emulate(lambda x, y: x @ y.T, scheme=s))
+    if name == "auto":
+        hlo = f.lower(jax.ShapeDtypeStruct((512, 256), jnp.float32),
+                      jax.ShapeDtypeStruct((4096, 256), jnp.float32)).compile().as_text()
+        assert 'custom_call_target="jaxemu_col_stats"' not in hlo
+        assert 'custom_call_target="jaxemu_row_stats"' in hlo
+    for law in T.LAWS:
+        x, yt = T.operands(law, 512, 256, 4096, 3)
+        y = np.ascontiguousarray(yt.T)
+        got = np.asarray(f(x, y))
+        want = np.asarray(jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme=s))(x, yt))
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=law)
+
+
 def test_auto_takes_an_exact_operand_in_16_bits(rng):
     # auto's data test and conditional take the one-hot in fp16 (the fastest
     # candidate's slice format): an operand of a conditional is written

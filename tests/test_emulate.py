@@ -379,3 +379,42 @@ def test_explain_reports_skipped_dots():
     ex = jaxemu.explain(f, x)
     assert ex[0].scheme is None and "precision HIGH pinned by the caller" in ex[0].reason
     assert ex[1].scheme is None and "bfloat16" in ex[1].reason
+
+
+@pytest.mark.parametrize("case", ["2d", "lhs", "batched", "both", "reordered"])
+def test_transposes_fold_into_the_product_bit_for_bit(case, rng):
+    # A transposed operand reaches jaxemu_dot as the array it was made from,
+    # its axes renamed in the dimension numbers (so x @ y.T gives the backend
+    # y with K minor: no transposed copy), where the output's axis order
+    # allows; the product and its bits are the same as jaxemu.dot_general
+    # on the transposed operands themselves.
+    f = {
+        "2d": (lambda x, y: x @ y.T, (16, 24), (40, 24)),
+        "lhs": (lambda x, y: x.T @ y, (24, 16), (24, 40)),
+        "batched": (lambda x, y: x @ jnp.swapaxes(y, 1, 2), (3, 16, 24), (3, 40, 24)),
+        "both": (lambda x, y: jnp.swapaxes(x, 1, 2) @ jnp.swapaxes(y, 1, 2), (3, 24, 16), (3, 40, 24)),
+        # the free axes of y.transpose(0, 2, 1) would leave in another order: not folded
+        "reordered": (lambda x, y: jnp.einsum("mk,knp->mnp", x, jnp.transpose(y, (0, 2, 1))), (16, 24), (24, 6, 5)),
+    }[case]
+    fn, sx, sy = f
+    x, y = (rng.standard_normal(s).astype(np.float32) for s in (sx, sy))
+    jaxpr = jax.make_jaxpr(jaxemu.emulate(fn, scheme="fp16x3"))(x, y)
+    dots = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "jaxemu_dot"]
+    assert len(dots) == 1
+    made_by_transpose = {e.outvars[0] for e in jaxpr.jaxpr.eqns if e.primitive.name == "transpose"}
+    folded = not any(v in made_by_transpose for v in dots[0].invars)
+    assert folded == (case != "reordered"), (case, dots[0].params["dimension_numbers"])
+    got = np.asarray(jax.jit(jaxemu.emulate(fn, scheme="fp16x3"))(x, y))
+    # the same product without the fold: jaxemu.dot_general on materialized transposes
+    with jaxemu.default_scheme("fp16x3"):
+        plain = {
+            "2d": lambda: jaxemu.matmul(x, jnp.asarray(y.T)),
+            "lhs": lambda: jaxemu.matmul(jnp.asarray(x.T), y),
+            "batched": lambda: jaxemu.matmul(x, jnp.asarray(np.swapaxes(y, 1, 2))),
+            "both": lambda: jaxemu.matmul(jnp.asarray(np.swapaxes(x, 1, 2)), jnp.asarray(np.swapaxes(y, 1, 2))),
+            "reordered": lambda: jaxemu.dot_general(x, jnp.asarray(np.transpose(y, (0, 2, 1))),
+                                                    (((1,), (0,)), ((), ()))),
+        }[case]()
+    np.testing.assert_array_equal(got, np.asarray(plain))
+    ref = f64_reference(fn, x, y)
+    assert np.max(np.abs(got - ref)) <= 1e-5 * np.max(np.abs(ref))

@@ -134,3 +134,35 @@ def test_forced_xla_backend_matches_default_on_cpu(ab):
     with jaxemu.default_backend("xla"):
         c2 = jaxemu.dot(a, b)
     np.testing.assert_array_equal(np.asarray(c1), np.asarray(c2))
+
+
+def test_b_rows_hint_marks_only_a_k_minor_rhs():
+    # The primitive tells the backends (backends.b_rows_free) when its rhs,
+    # as laid out, is B^T (B, N, K): then splitting B as rows needs no
+    # transpose. A (K, N) rhs, or batch axes out of place, are not.
+    from jaxemu import backends
+    from jaxemu.dims import dot_shape, rhs_k_minor
+    assert rhs_k_minor(dot_shape((8, 4), (6, 4), (((1,), (1,)), ((), ()))))          # x @ y.T, folded
+    assert not rhs_k_minor(dot_shape((8, 4), (4, 6), (((1,), (0,)), ((), ()))))      # x @ y
+    assert rhs_k_minor(dot_shape((2, 8, 4), (2, 6, 4), (((2,), (2,)), ((0,), (0,)))))
+    assert not rhs_k_minor(dot_shape((2, 8, 4), (6, 2, 4), (((2,), (2,)), ((0,), (1,)))))
+    assert not rhs_k_minor(dot_shape((8, 4, 3), (6, 3, 4), (((1, 2), (2, 1)), ((), ()))))  # K axes swapped
+    seen = []
+    real = backends.product_for
+
+    def spy(platform, backend="default"):
+        inner = real(platform, backend)
+
+        def product(*args, **kw):
+            seen.append(backends.b_rows_are_free())
+            return inner(*args, **kw)
+        return product
+    x, y = jnp.ones((8, 4)), jnp.ones((6, 4))
+    try:
+        backends.product_for = spy
+        jaxemu.dot_general(x, y, (((1,), (1,)), ((), ())), scheme="bf16x3")
+        jaxemu.dot_general(x, y.T, (((1,), (0,)), ((), ())), scheme="bf16x3")
+    finally:
+        backends.product_for = real
+    assert seen == [True, False]
+    assert not backends.b_rows_are_free()  # (reset after the product)

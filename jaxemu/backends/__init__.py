@@ -21,6 +21,8 @@ composes their products (jaxemu/auto.py).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 from typing import Callable, Dict, Optional
@@ -36,6 +38,30 @@ from . import xla
 # holds (auto's data test has the statistics): the product then skips FP32's special-value
 # conditional (xla.fp32_special_values), whose predicate costs a device-to-host copy on GPUs.
 Product = Callable
+
+# Whether the canonical b (B, K, N) being traced is a transpose of an array
+# laid out (B, N, K), K contiguous (x @ y.T: kNN's and k-means' distances), so
+# that b's columns are rows in memory: a backend that splits B as the rows
+# of B^T then reads the array itself, where taking b as it stands would have
+# XLA write the transpose first (kNN: 0.29 ms per 512 MiB database, then a
+# transposing split kernel at a third of memory speed; docs/performance.md,
+# stop 37). Set by the primitive around its products (``b_rows_free``), read
+# by the backends while they trace; a hint about layout, never about values.
+_B_ROWS_FREE = contextvars.ContextVar("jaxemu_b_rows_free", default=False)
+
+
+@contextlib.contextmanager
+def b_rows_free(free: bool):
+    token = _B_ROWS_FREE.set(bool(free))
+    try:
+        yield
+    finally:
+        _B_ROWS_FREE.reset(token)
+
+
+def b_rows_are_free() -> bool:
+    """Within ``b_rows_free(True)``: B^T's rows cost no transpose."""
+    return _B_ROWS_FREE.get()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -62,7 +62,7 @@ import numpy as np
 from jax import lax
 
 from ..schemes import EXACT_MAX, FloatSplit, get_scheme
-from . import switches
+from . import b_rows_are_free, switches
 from . import xla as xla_backend
 
 _DTYPES = {"bf16": jnp.bfloat16, "fp16": jnp.float16, "tf32": jnp.float32}
@@ -236,6 +236,11 @@ def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False, e=None):
     exponents (L, rows) if the caller has them (backends.row_scales), else
     computed here (one more pass over x)."""
     tk = tile_k(s.fmt)
+    if transposed and switches.enabled("b_rows") and (b_rows_are_free() or switches.forced("b_rows")):
+        # B^T's rows to the rows kernel: B is a transposed array (x @ y.T,
+        # kNN's database), so XLA cancels the two transposes and nothing is
+        # copied (forced on a (K, N) B, XLA would transpose it first).
+        x, transposed = jnp.swapaxes(x, 1, 2), False
     bsz = x.shape[0]
     rows = x.shape[2] if transposed else x.shape[1]
     if s.scaling != "row":
