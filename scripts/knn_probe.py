@@ -56,8 +56,9 @@ def scan_search(queries, database, k, block):
 
 
 def knn_before(queries, database, k):
-    """examples/knn.py's knn before stop 37: -d2 whole, then top_k_grouped
-    (its gather of candidates read -d2, which XLA then wrote to memory)."""
+    """examples/knn.py's knn with stop 36's scores: -d2 whole, then
+    top_k_grouped (today's: the candidates by groups again), so it differs
+    from knn in the score formula alone."""
     d2 = (jnp.sum(queries * queries, axis=1)[:, None] - 2.0 * (queries @ database.T)
           + jnp.sum(database * database, axis=1)[None, :])
     return kn.top_k_grouped(-d2, k, kn.GROUP)[1]
@@ -79,7 +80,7 @@ def main(argv=None):
     p.add_argument("--schemes", default="fp32,fp16x3,bf16x6")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--before", action="store_true",
-                   help="only the search as examples/knn.py writes it against knn_before, per scheme")
+                   help="only the search as examples/knn.py writes it against knn_before (stop 36's scores), per scheme")
     args = p.parse_args(argv)
     q, db = kn.make_data(args.n, args.m, args.d, seed=0, offset=4.0)
     qj, dbj = jnp.asarray(q), jnp.asarray(db)

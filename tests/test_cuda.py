@@ -341,8 +341,13 @@ def test_a_transposed_b_is_split_as_rows_with_the_same_bits(name, rng, monkeypat
     # the transpose; backends.b_rows_free), which the split kernel (and
     # auto's statistics: the row kernel) read as they lie, with no transposed
     # copy and no column-statistics kernel; the same bits as the product of
-    # a (K, N) B (the transposed split kernel), on every law.
+    # a (K, N) B (the transposed split kernel), on every law. (bf16x6 on the
+    # slice path: this output would take the FP32-operand kernel, which
+    # reads B as it is either way. auto: the row kernel sums |b| in another
+    # order than the column kernel; a column sum on one of the test's
+    # thresholds could change its choice, which these data do not have.)
     monkeypatch.delenv("JAXEMU_CUDA_B_ROWS", raising=False)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")
     s = jaxemu.get_scheme(name)
     if name == "auto":
         s = s.replace(min_flops=0.0, min_dim=0, cost_model="counts")
@@ -351,7 +356,7 @@ def test_a_transposed_b_is_split_as_rows_with_the_same_bits(name, rng, monkeypat
         hlo = f.lower(jax.ShapeDtypeStruct((512, 256), jnp.float32),
                       jax.ShapeDtypeStruct((4096, 256), jnp.float32)).compile().as_text()
         assert 'custom_call_target="jaxemu_col_stats"' not in hlo
-        assert 'custom_call_target="jaxemu_row_stats"' in hlo
+        assert hlo.count('custom_call_target="jaxemu_row_stats"') >= 2  # A's and B^T's
     for law in T.LAWS:
         x, yt = T.operands(law, 512, 256, 4096, 3)
         y = np.ascontiguousarray(yt.T)

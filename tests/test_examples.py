@@ -129,19 +129,22 @@ def test_knn_grouped_top_k_is_lax_top_k(ex):
 
 
 def test_knn_takes_the_grouped_top_k_on_long_rows(ex, knn_data, monkeypatch):
-    # With groups of 64 the 4096-point database takes top_k_grouped (64
-    # groups >= 4k): the same neighbours as lax.top_k's search.
+    # With groups of 64 (128) the 4096-point database takes top_k_grouped
+    # (64 groups >= 4k; 32 >= 4 x 8): the same neighbours as lax.top_k's
+    # search over whole rows (the default GROUP of 1024: 4 groups, too few).
     import jax
     import numpy as np
     kn = ex("knn")
     data, truth = knn_data
     q, db = (jax.numpy.asarray(v) for v in data)
     plain = np.asarray(jax.jit(kn.knn, static_argnums=2)(q, db, 10))
-    monkeypatch.setattr(kn, "GROUP", 64)
-    grouped = lambda q, db: kn.knn(q, db, 10)  # a new function: no trace cached with the old GROUP
-    jaxpr = str(jax.make_jaxpr(grouped)(q, db))
-    assert jaxpr.count("top_k") == 2 and "reduce_max" in jaxpr
-    np.testing.assert_array_equal(np.asarray(jax.jit(grouped)(q, db)), plain)
+    plain8 = np.asarray(jax.jit(kn.knn, static_argnums=2)(q, db, 8))
+    for group, k, tops, want in ((64, 10, 2, plain), (128, 8, 3, plain8)):  # 128: the candidates by groups again
+        monkeypatch.setattr(kn, "GROUP", group)
+        grouped = lambda q, db: kn.knn(q, db, k)  # a new function: no trace cached with the old GROUP
+        jaxpr = str(jax.make_jaxpr(grouped)(q, db))
+        assert jaxpr.count("top_k") == tops and "reduce_max" in jaxpr
+        np.testing.assert_array_equal(np.asarray(jax.jit(grouped)(q, db)), want)
     assert kn.recall(plain, truth) >= 0.999
 
 
