@@ -73,15 +73,11 @@ def top_k_grouped(x, k, group=GROUP):
     taken in index order, are the top k of the row. The maxima are taken in
     lax.top_k's own order (``_order_keys``)."""
     rows, n = x.shape
-    _check_groups(n, k, group)
+    if n % group or n // group < k:
+        raise ValueError(f"top_k_grouped: n = {n} must be a multiple of group = {group} with n // group >= k = {k}")
     g = x.reshape(rows, n // group, group)
     return _top_k_of_groups(lambda sel: g if sel is None else jnp.take_along_axis(g, sel[:, :, None], axis=1),
                             rows, k, group)
-
-
-def _check_groups(n, k, group):
-    if n % group or n // group < k:
-        raise ValueError(f"top_k_grouped: n = {n} must be a multiple of group = {group} with n // group >= k = {k}")
 
 
 def _top_k_of_groups(groups, rows, k, group):
@@ -95,7 +91,7 @@ def _top_k_of_groups(groups, rows, k, group):
     _, best = jax.lax.top_k(jnp.max(_order_keys(groups(None)), axis=2), k)  # the k groups with the largest maxima
     best = jnp.sort(best, axis=1)                               # in index order: ties resolve as in one top_k
     cand = groups(best).reshape(rows, k * group)                # in index order too
-    if group >= 4 * SUBGROUP:  # the candidates again by groups: XLA's top_k is slow on long rows
+    if group >= 4 * SUBGROUP and group % SUBGROUP == 0:  # the candidates again by groups: XLA's top_k is slow on long rows
         v, j = top_k_grouped(cand, k, SUBGROUP)
     else:
         v, j = jax.lax.top_k(cand, k)

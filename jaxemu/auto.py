@@ -346,18 +346,6 @@ def _exact_bounds(x, side: int):
     return EXACT_MAX * one, one, EXACT_MAX * x.shape[side] * one, jnp.zeros(shape, jnp.float32)
 
 
-def _columns(kernels: backends.StatsKernels, b):
-    """B's column statistics from the backend's kernels: as the rows of B^T
-    where B is the transpose of an array laid out (B, N, K) (x @ y.T, which
-    XLA would otherwise transpose for the column kernel: 0.29 ms, then the
-    column kernel's 0.45 ms, per chunk of kNN's search, where the row kernel
-    reads the array as it lies; H200, docs/performance.md stop 37). The same
-    statistics (sums of |b| in another order)."""
-    if backends.b_rows_are_free():
-        return kernels.rows(jnp.swapaxes(b, 1, 2))
-    return kernels.columns(b)
-
-
 def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsKernels] = None,
                   exact=(False, False)) -> Stats:
     """The data test's statistics of canonical a (B, M, K), b (B, K, N): one
@@ -373,7 +361,7 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
     a_in, b_in = a, b
     if not normwise:
         b_max, b_min, b_l1, b_bad = (_exact_bounds(b, 1) if exact[1] else
-                                     _columns(kernels, b_in) if kernels else _side(_wide(b), 1))
+                                     kernels.columns(b_in) if kernels else _side(_wide(b), 1))
         a_max, a_min, a_l1, a_bad = (_exact_bounds(a, 2) if exact[0] else
                                      kernels.rows(a_in) if kernels else _side(_wide(a), 2))
         return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, a_bad=a_bad, b_bad=b_bad)
@@ -381,7 +369,7 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
         raise ValueError("operand_stats: exact bounds are for the range test alone (normwise=False)")
     a, b = _wide(a), _wide(b)  # (an exact operand may come in 16 bits)
     b0 = jnp.where(jnp.isfinite(b), b, 0.0)
-    b_max, b_min, b_l1, b_bad = _columns(kernels, b_in) if kernels else _side(b, 1)
+    b_max, b_min, b_l1, b_bad = kernels.columns(b_in) if kernels else _side(b, 1)
     a0 = jnp.where(jnp.isfinite(a), a, 0.0)
     j = jnp.argmax(b_l1, axis=1)                                           # (B,)
     eb = exponent(jnp.max(b_l1, axis=1, initial=0.0))                      # (B,)

@@ -27,7 +27,7 @@ class DotShape(NamedTuple):
     k: int
     n: int
     out_shape: Tuple[int, ...]
-    rhs_nk_perm: Tuple[int, ...] = ()  # rhs axes ordered (batch, free, contracting): b^T's
+    rhs_nk_perm: Tuple[int, ...]  # rhs axes ordered (batch, free, contracting): b^T's
 
 
 def normalize_dimension_numbers(dimension_numbers, lhs_ndim: int, rhs_ndim: int) -> DimensionNumbers:

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import StatsKernels, xla
+from . import StatsKernels, b_rows_are_free, xla
 
 
 def row_lanes(k: int, itemsize: int) -> int:
@@ -64,7 +64,14 @@ def columns(b):
     """Per column of b (B, K, N) (float32, float16 or bfloat16), over its
     finite values: max |b|, min of the nonzero |b| (inf for none), sum |b|,
     then 1.0 where the column holds a NaN or +-Inf (else 0). Each (B, N)
-    float32."""
+    float32. Where B is the transpose of an array laid out (B, N, K) (x @ y.T:
+    backends.b_rows_free), as the rows of B^T by the row kernel, which reads
+    that array as it lies; the column kernel would need XLA's transposed
+    copy first (kNN, per chunk: 0.29 ms, then 0.45 ms in the column kernel;
+    H200, docs/performance.md stop 37). The same statistics, the sums of
+    |b| in another order."""
+    if b_rows_are_free():
+        return rows(jnp.swapaxes(b, 1, 2))
     bsz, k, n = b.shape
     if bsz > MAX_COLUMN_BATCH:  # the grid's z dimension: XLA's reductions
         return xla.finite_extremes(b.astype(jnp.float32), 1)
