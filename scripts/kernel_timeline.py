@@ -1,9 +1,9 @@
 """The GPU timeline of one call of an emulated product, from JAX's own
 profiler (CUPTI; no ncu replay, so XLA's autotuning costs nothing):
 
-    JAX_PLATFORMS=cuda python scripts/kernel_timeline.py [--cases sq8192,update,distances]  (also sq2048, sq4096, b8sq2048, knn;
+    JAX_PLATFORMS=cuda python scripts/kernel_timeline.py [--cases sq8192,update,distances]  (also sq2048, sq4096, b8sq2048, knn, knn_search;
         scheme fp32: precision highest, not emulated)
-        [--schemes fp16x3,auto] [--env JAXEMU_CUDA_STATS=1]
+        [--schemes fp16x3,auto] [--env JAXEMU_CUDA_STATS=1] [--summary]
 
 Per case and scheme: every kernel of the (warm) call in stream order with its
 start, duration and the idle gap before it, then the totals: busy time, gap
@@ -53,6 +53,12 @@ def cases():
         q, db = (jax.device_put(v) for v in kn.make_data(1 << 20, 2048, 128))
         return (lambda q, db: kn.knn(q, db, 10)), (q, db)
     out["knn"] = knn_chunk
+
+    def knn_search():  # the runner's whole search: 8192 queries in chunks of 2048 (lax.map)
+        from examples import knn as kn
+        q, db = (jax.device_put(v) for v in kn.make_data(1 << 20, 8192, 128))
+        return (lambda q, db: kn.knn_chunked(q, db, 10, 2048)), (q, db)
+    out["knn_search"] = knn_search
     out["update"] = lambda: kmeans("update")
     return out
 
@@ -82,7 +88,20 @@ def timeline(f, xs, reps=3):
     return gpu_events(paths[0])
 
 
-def report(ev, min_us=5.0):
+def by_name(ev):
+    """Per kernel name: launches and total time, largest total first (a
+    loop's body shows as a count per iteration)."""
+    tot = {}
+    for name, _, dur in ev:
+        c, t = tot.get(name, (0, 0.0))
+        tot[name] = (c + 1, t + dur)
+    for name, (c, t) in sorted(tot.items(), key=lambda kv: -kv[1][1])[:25]:
+        print(f"  {c:4d} x  {t / 1e3:9.1f} us  {name[:88]}")
+
+
+def report(ev, min_us=5.0, summary=False):
+    if summary:
+        by_name(ev)
     if not ev:
         print("  (no GPU events)")
         return
@@ -91,7 +110,7 @@ def report(ev, min_us=5.0):
         gap = max(0.0, s - end)
         busy += dur
         gaps += gap
-        if dur / 1e3 >= min_us or gap / 1e3 >= min_us:
+        if not summary and (dur / 1e3 >= min_us or gap / 1e3 >= min_us):
             print(f"  {(s - t0) / 1e3:9.1f} us  {dur / 1e3:8.1f} us  gap {gap / 1e3:7.1f}  {name[:88]}")
         end = max(end, s + dur)
     print(f"  busy {busy / 1e3:.1f} us, gaps {gaps / 1e3:.1f} us, wall {(end - t0) / 1e3:.1f} us, {len(ev)} events")
@@ -101,6 +120,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", default="sq8192,distances,update")
     p.add_argument("--schemes", default="fp16x3,auto")
+    p.add_argument("--summary", action="store_true", help="per kernel name, not every event")
     p.add_argument("--env", action="append", default=[], help="NAME=VALUE set before tracing a scheme")
     args = p.parse_args(argv)
     for kv in args.env:
@@ -114,9 +134,10 @@ def main(argv=None):
             print(f"== {case}, {scheme}")
             if scheme == "fp32":  # FP32 as its users ask for it, not emulated
                 with jax.default_matmul_precision("highest"):
-                    report(timeline(jax.jit(lambda *xs, prod=prod: prod(*xs)), xs))
+                    report(timeline(jax.jit(lambda *xs, prod=prod: prod(*xs)), xs), summary=args.summary)
             else:
-                report(timeline(jax.jit(jaxemu.emulate(lambda *xs, prod=prod: prod(*xs), scheme=scheme)), xs))
+                report(timeline(jax.jit(jaxemu.emulate(lambda *xs, prod=prod: prod(*xs), scheme=scheme)), xs),
+                       summary=args.summary)
         del xs
 
 
