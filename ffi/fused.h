@@ -23,6 +23,16 @@ std::string check(SliceType t, const Problem& p);
 // Launches on `stream` (no host synchronisation); "" or an error message.
 std::string run(SliceType t, const Problem& p, cudaStream_t stream);
 
+// After run() of a Problem without K-splits: FP32's special values in C.
+// Unless max |A| max |B| k < 2^100 (amax: the two maxima, float32, on the
+// device; NaN and Inf fail it), every value of C that is not finite
+// becomes the FP32 dot product of its row of a and column of b, the
+// operands in float32: a (L, M, k), b (L, k, N) or, with b_rows, B^T
+// (L, N, k); k the product's own K (the slices' is padded). A launch that
+// returns at once when the test passes: no conditional on the host.
+std::string fixup_special(const Problem& p, const float* a, const float* b, int64_t k, bool b_rows,
+                          const float* amax, cudaStream_t stream);
+
 // The operand split (fused/params.h: SplitProblem): "" when it can run,
 // else why not; launches on `stream`.
 std::string check(const SplitProblem& p);

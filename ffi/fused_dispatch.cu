@@ -174,33 +174,61 @@ __global__ void __launch_bounds__(256) reduce_splits_kernel(const float* __restr
   raise_if(bad, flags);
 }
 
-// Where flags[0] is raised: every entry of C that is not finite becomes the
-// FP32 dot product of its row of A and column of B (FP32's NaN/Inf pattern,
-// which the emulation reproduces as "not finite" but not always as the same
-// one: Inf * a slice rounded to 0 is NaN; and FP32's own value where the
-// emulation overflowed). Rare, so simple: one thread per entry of C.
+// FP32's special values in C after the GEMM. Where the GEMM may hold values
+// that are not finite (flags[0] raised by the FP32-operand kernels; or, with
+// flags null, max |A| and max |B| (amax, two floats) failing the fits test
+// below), every entry of C that is not finite becomes the FP32 dot product
+// of its row of A and column of B (FP32's NaN/Inf pattern, which the
+// emulation reproduces as "not finite" but not always as the same one: Inf
+// * a slice rounded to 0 is NaN; and FP32's own value where the emulation
+// overflowed). A (L, M, K); B (L, K, N), or with b_rows B^T (L, N, K). Rare,
+// so simple: one thread per entry of C; otherwise it returns at once.
+// The fits test is jaxemu/backends/xla.py's product_fits: max|A| max|B| K <
+// 2^100 in float32 arithmetic (NaN, Inf and Inf * 0 fail it): then no slice,
+// partial sum or value of C can overflow, and the operands are finite.
 __global__ void __launch_bounds__(256) fixup_special_kernel(const float* __restrict__ a, const float* __restrict__ b,
                                                             float* __restrict__ c, int64_t m, int64_t n, int64_t k,
-                                                            int64_t batch, const int32_t* flags) {
-  if (*reinterpret_cast<const volatile int32_t*>(flags) == 0) return;
+                                                            int64_t batch, bool b_rows, const int32_t* flags,
+                                                            const float* amax) {
+  if (flags != nullptr) {
+    if (*reinterpret_cast<const volatile int32_t*>(flags) == 0) return;
+  } else if ((amax[0] * amax[1]) * float(k) < 0x1p100f) {
+    return;
+  }
   const int64_t count = batch * m * n;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
     if (!not_finite(c[i])) continue;
     const int64_t l = i / (m * n), row = (i / n) % m, col = i % n;
     const float* ar = a + (l * m + row) * k;
-    const float* bc = b + l * k * n + col;
+    const float* bc = b_rows ? b + (l * n + col) * k : b + l * k * n + col;
+    const int64_t step = b_rows ? 1 : n;
     float s = 0.f;
-    for (int64_t q = 0; q < k; ++q) s = fmaf(ar[q], bc[q * n], s);
+    for (int64_t q = 0; q < k; ++q) s = fmaf(ar[q], bc[q * step], s);
     c[i] = s;
   }
 }
 
+static int fixup_blocks(int64_t count, int sms) { return int(std::min<int64_t>((count + 255) / 256, int64_t(sms) * 8)); }
+
+std::string fixup_special(const Problem& p, const float* a, const float* b, int64_t k, bool b_rows,
+                          const float* amax, cudaStream_t stream) {
+  if (p.splits != 1) return "the fix-up reads C: a launch without K-splits";
+  int device = 0, sms = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) return std::string("cannot query the device: ") + cudaGetErrorString(e);
+  fixup_special_kernel<<<fixup_blocks(p.batch * p.m * p.n, sms), 256, 0, stream>>>(a, b, p.c, p.m, p.n, k, p.batch,
+                                                                                  b_rows, nullptr, amax);
+  e = cudaGetLastError();
+  return e == cudaSuccess ? "" : std::string("fix-up launch: ") + cudaGetErrorString(e);
+}
+
 std::string finish_f32(const Problem& p, const SplitF32& f32, int sms, cudaStream_t stream) {
   const int64_t count = p.batch * p.m * p.n;
-  const int blocks = int(std::min<int64_t>((count + 255) / 256, int64_t(sms) * 8));
+  const int blocks = fixup_blocks(count, sms);
   if (p.splits > 1) reduce_splits_kernel<<<blocks, 256, 0, stream>>>(f32.partials, p.c, count, p.splits, f32.flags);
   fixup_special_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(p.a), static_cast<const float*>(p.b), p.c,
-                                                   p.m, p.n, p.k, p.batch, f32.flags);
+                                                   p.m, p.n, p.k, p.batch, false, f32.flags, nullptr);
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("split-K sum / fix-up launch: ") + cudaGetErrorString(e);
 }

@@ -48,13 +48,19 @@ bool read_terms(ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b
 // The fused emulation GEMM (fused.h): every slice product of one emulated
 // product in one launch. A slices (L, M, K/TK, Sa, TK), B slices (L, N, K/TK,
 // Sb, TK) of the slice dtype (fused/params.h); row/col exponents (L, M) / (L, N) int32, or empty; out C
-// (splits, L, M, N) float32.
+// (splits, L, M, N) float32. Special values on the device: with the FP32
+// operands a32 (L, M, k) and b32 (L, k, N) (b32_rows: B^T, (L, N, k)), k the
+// product's own K, and amax (2,) float32 = max |A|, max |B| (the split
+// kernel's), a fix-up after the GEMM recomputes C's values that are not
+// finite in FP32 unless amax shows that there are none (fused.h:
+// fixup_special; splits == 1). Empty a32, b32: C as the kernel made it (the
+// caller decided).
 template <fused::SliceType kType, ffi::DataType kDtype>
 ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer row_exp,
-                     ffi::AnyBuffer col_exp, ffi::Result<ffi::AnyBuffer> c,
-                     ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b,
-                     ffi::Span<const int64_t> term_exp, ffi::Span<const int64_t> kc_tiles, int64_t splits,
-                     int64_t tile_n) {
+                     ffi::AnyBuffer col_exp, ffi::AnyBuffer a32, ffi::AnyBuffer b32, ffi::AnyBuffer amax,
+                     ffi::Result<ffi::AnyBuffer> c, ffi::Span<const int64_t> term_a,
+                     ffi::Span<const int64_t> term_b, ffi::Span<const int64_t> term_exp,
+                     ffi::Span<const int64_t> kc_tiles, int64_t splits, int64_t tile_n, int64_t b32_rows) {
   auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
   if (a.element_type() != kDtype || b.element_type() != kDtype)
     return ffi::Error::InvalidArgument("jaxemu fused: slice dtype does not match the target");
@@ -87,11 +93,31 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
     p.row_exp = static_cast<const int32_t*>(row_exp.untyped_data());
     p.col_exp = static_cast<const int32_t*>(col_exp.untyped_data());
   }
+  const bool specials = a32.element_count() > 0 || b32.element_count() > 0;
+  int64_t k32 = 0;
+  if (specials) {
+    auto d1 = a32.dimensions(), d2 = b32.dimensions();
+    k32 = d1.size() == 3 ? d1[2] : -1;
+    const bool b_ok = d2.size() == 3 && d2[0] == p.batch &&
+                      (b32_rows ? d2[1] == p.n && d2[2] == k32 : d2[1] == k32 && d2[2] == p.n);
+    if (a32.element_type() != ffi::DataType::F32 || b32.element_type() != ffi::DataType::F32 || d1.size() != 3 ||
+        d1[0] != p.batch || d1[1] != p.m || k32 < 1 || k32 > p.k || !b_ok)
+      return ffi::Error::InvalidArgument(
+          "jaxemu fused: FP32 operands for the special values must be A (L, M, k) and B (L, k, N) (b32_rows: (L, N, k)), "
+          "float32, k <= the slices' K; got " + shape_str(d1) + ", " + shape_str(d2));
+    if (splits != 1) return ffi::Error::InvalidArgument("jaxemu fused: special values on the device need splits == 1");
+    if (amax.element_type() != ffi::DataType::F32 || amax.element_count() != 2)
+      return ffi::Error::InvalidArgument("jaxemu fused: amax must be max |A| and max |B|, float32 (2,)");
+  }
   if (p.m == 0 || p.n == 0 || p.batch == 0) return ffi::Error::Success();
   if (p.k == 0) return ffi::Error::InvalidArgument("jaxemu fused: K = 0 must be handled by the caller");
   std::string why = fused::check(kType, p);
   if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu fused: " + why);
   why = fused::run(kType, p, stream);
+  if (why.empty() && specials)
+    why = fused::fixup_special(p, static_cast<const float*>(a32.untyped_data()),
+                               static_cast<const float*>(b32.untyped_data()), k32, b32_rows != 0,
+                               static_cast<const float*>(amax.untyped_data()), stream);
   if (!why.empty()) return ffi::Error::Internal("jaxemu fused: " + why);
   return ffi::Error::Success();
 }
@@ -104,13 +130,17 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
                              .Arg<ffi::AnyBuffer>()  /* b: (L, N, K/TK, Sb, TK) */                \
                              .Arg<ffi::AnyBuffer>()  /* row_exp: (L, M) int32 or empty */         \
                              .Arg<ffi::AnyBuffer>()  /* col_exp: (L, N) int32 or empty */         \
+                             .Arg<ffi::AnyBuffer>()  /* a32: (L, M, k) f32 or empty */            \
+                             .Arg<ffi::AnyBuffer>()  /* b32: (L, k, N) / (L, N, k) f32 or empty */ \
+                             .Arg<ffi::AnyBuffer>()  /* amax: (2,) f32 or empty */                \
                              .Ret<ffi::AnyBuffer>()  /* c: (splits, L, M, N) f32 */               \
                              .Attr<ffi::Span<const int64_t>>("term_a")                            \
                              .Attr<ffi::Span<const int64_t>>("term_b")                            \
                              .Attr<ffi::Span<const int64_t>>("term_exp")                          \
                              .Attr<ffi::Span<const int64_t>>("kc_tiles")                          \
                              .Attr<int64_t>("splits")                                             \
-                             .Attr<int64_t>("tile_n"));
+                             .Attr<int64_t>("tile_n")                                             \
+                             .Attr<int64_t>("b32_rows"));
 
 JAXEMU_FUSED_HANDLER(kFusedBF16, kBF16, BF16)
 JAXEMU_FUSED_HANDLER(kFusedFP16, kFP16, F16)

@@ -39,20 +39,28 @@ def test_float_schemes_run_on_the_cuda_backend(monkeypatch):
     assert backend_for(x4, "cuda") == "xla"
     monkeypatch.delenv("JAXEMU_CUDA_SPLIT", raising=False)  # the split kernel: the default (switches.py)
     monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")  # the slice path (test_cuda_f32.py: the other one)
-    hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6")).lower(
-        jnp.ones((256, 256)), jnp.ones((256, 256))).compile().as_text()
-    # One kernel launch per emulated product: the entry computation splits A
-    # and B (which also gives max |A| and max |B|), then a conditional runs
-    # either the GEMM alone or the special-value path (its own split and GEMM).
-    entry = hlo[hlo.index("\nENTRY"):]
-    entry = entry[:entry.index("\n}")]
-    assert entry.count('custom_call_target="jaxemu_fused_split"') == 2, entry  # A's and B's
-    assert entry.count('custom_call_target="jaxemu_fused_bf16"') == 0, entry
-    assert hlo.count('custom_call_target="jaxemu_fused_bf16"') == 2, hlo
-    assert "jaxemu_gemm_" not in hlo
-    # Neither branch copies C (a branch passing C through unchanged made XLA
-    # copy it: 5.6 of 19.5 ms at 8192 x 128 x 262144 on an H100).
-    assert not re.search(r"f32\[(1,)?256,256\]\{[0-9,]*\} copy\(", hlo), hlo
+    for device_specials in ("0", "1"):
+        monkeypatch.setenv("JAXEMU_CUDA_DEVICE_SPECIALS", device_specials)
+        hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6")).lower(
+            jnp.ones((256, 256)), jnp.ones((256, 256))).compile().as_text()
+        # One kernel launch per emulated product: the entry computation splits A
+        # and B (which also gives max |A| and max |B|), then either the GEMM
+        # settles special values in its own call (a fix-up that tests the
+        # maxima on the device: no conditional), or a conditional runs either
+        # the GEMM alone or the special-value path (its own split and GEMM).
+        entry = hlo[hlo.index("\nENTRY"):]
+        entry = entry[:entry.index("\n}")]
+        assert entry.count('custom_call_target="jaxemu_fused_split"') == 2, entry  # A's and B's
+        if device_specials == "1":
+            assert entry.count('custom_call_target="jaxemu_fused_bf16"') == 1, entry
+            assert hlo.count('custom_call_target="jaxemu_fused_bf16"') == 1 and " conditional(" not in hlo, hlo
+        else:
+            assert entry.count('custom_call_target="jaxemu_fused_bf16"') == 0, entry
+            assert hlo.count('custom_call_target="jaxemu_fused_bf16"') == 2, hlo
+        assert "jaxemu_gemm_" not in hlo
+        # Nothing copies C (a branch passing C through unchanged made XLA
+        # copy it: 5.6 of 19.5 ms at 8192 x 128 x 262144 on an H100).
+        assert not re.search(r"f32\[(1,)?256,256\]\{[0-9,]*\} copy\(", hlo), hlo
 
 
 @pytest.mark.parametrize("name", FLOAT)
@@ -394,15 +402,33 @@ def test_zero_sized_dims():
         assert c.shape == (sa[0], sb[1]) and np.all(np.asarray(c) == 0)
 
 
+@pytest.mark.parametrize("device_specials", ["0", "1"])
 @pytest.mark.parametrize("name", ["bf16x6", "fp16x3", "tf32x3", "bf16x3"])
-def test_special_values_on_the_gpu(name):
+def test_special_values_on_the_gpu(name, device_specials, monkeypatch):
+    # Settled before the GEMM (a conditional) or by the fix-up in the GEMM's
+    # own call (JAXEMU_CUDA_DEVICE_SPECIALS=1, the default); B as it is, and
+    # as the rows of B^T (x @ y.T under emulate: the fix-up reads y's rows).
     from test_special_values import ieee_reference, planted
+    monkeypatch.setenv("JAXEMU_CUDA_DEVICE_SPECIALS", device_specials)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")  # the slice path (test_cuda_f32.py: the other one)
     a, b = planted(np.random.default_rng(7))
     ref = ieee_reference(a, b)
-    c = np.asarray(run(name, a, b, "cuda"), np.float64)
-    np.testing.assert_array_equal(np.isnan(c), np.isnan(ref))
-    np.testing.assert_array_equal(np.isposinf(c), np.isposinf(ref))
-    np.testing.assert_array_equal(np.isneginf(c), np.isneginf(ref))
+    bt = np.ascontiguousarray(b.T)
+    for c in (run(name, a, b, "cuda"),
+              jax.jit(jaxemu.emulate(lambda x, y: x @ y.T, scheme=name, backend="cuda"))(a, bt)):
+        c = np.asarray(c, np.float64)
+        np.testing.assert_array_equal(np.isnan(c), np.isnan(ref))
+        np.testing.assert_array_equal(np.isposinf(c), np.isposinf(ref))
+        np.testing.assert_array_equal(np.isneginf(c), np.isneginf(ref))
+        # A finite entry's row of A and column of B hold no NaN/Inf (else
+        # the entry would not be finite): the scheme's componentwise bound there.
+        fin = np.isfinite(ref)
+        scale = np.nan_to_num(np.abs(a), posinf=0).astype(np.float64) @ np.nan_to_num(np.abs(b), posinf=0)
+        bound = max(1e-6, 16 * jaxemu.get_scheme(name).unit_roundoff)
+        assert np.all(np.abs(c[fin] - ref[fin]) <= bound * scale[fin]), name
+    if device_specials == "1":
+        hlo = jax.jit(jaxemu.emulate(lambda x, y: x @ y.T, scheme=name, backend="cuda")).lower(a, bt).compile().as_text()
+        assert " conditional(" not in hlo, hlo
 
 
 def test_batched_and_general_dimension_numbers():
@@ -445,11 +471,14 @@ def test_repeated_runs_are_bit_identical(shape):
         np.testing.assert_array_equal(np.asarray(f(a, b)), first)
 
 
+@pytest.mark.parametrize("device_specials", ["0", "1"])
 @pytest.mark.parametrize("name", FLOAT)
-def test_overflow_takes_fp32s_value(name):
+def test_overflow_takes_fp32s_value(name, device_specials, monkeypatch):
     # Row 0 of A times column 0 of B overflows in any summation order; every
     # other entry is finite. max|A| max|B| K (from the split) must route the
-    # product through FP32's rules: Inf exactly there, finite values elsewhere.
+    # product through FP32's rules (or raise the GEMM's flag for its fix-up): Inf
+    # exactly there, finite values elsewhere.
+    monkeypatch.setenv("JAXEMU_CUDA_DEVICE_SPECIALS", device_specials)
     rng = np.random.default_rng(5)
     a = rng.uniform(-1, 1, (200, 300)).astype(np.float32)
     b = rng.uniform(-1, 1, (300, 136)).astype(np.float32)

@@ -408,7 +408,7 @@ def _kernel_twin(name, out_types):
     if name == "jaxemu_fused_split":
         return _split_twin(out_types)
 
-    def call(a_sl, b_sl, row, col, term_a, term_b, term_exp, kc_tiles, splits, tile_n):
+    def call(a_sl, b_sl, row, col, a32, b32, amax, term_a, term_b, term_exp, kc_tiles, splits, tile_n, b32_rows):
         def slices(x):  # (L, R, T, S, TK) -> (S, L, R, T * TK)
             s = x.shape
             return jnp.moveaxis(x.astype(jnp.float32), 3, 0).reshape(s[3], s[0], s[1], s[2] * s[4])
@@ -417,8 +417,19 @@ def _kernel_twin(name, out_types):
                 for i, j, e in zip(term_a, term_b, term_exp))
         if row.size:
             c = X.ldexp(c, -(row[:, :, None] + col[:, None, :]))
+        if a32.size:  # the fix-up: unless max|A| max|B| K < 2^100, values that are not finite from the FP32 operands
+            assert int(splits) == 1 and amax.shape == (2,)
+            fp32 = jnp.einsum("lmk,lnk->lmn" if b32_rows else "lmk,lkn->lmn", a32, b32, precision="highest")
+            fits = (amax[0] * amax[1]) * np.float32(a32.shape[2]) < np.float32(2.0 ** 100)
+            c = jnp.where(fits | jnp.isfinite(c), c, fp32)
         return jnp.concatenate([c[None], jnp.zeros((int(splits) - 1,) + c.shape, c.dtype)])
     return call
+
+
+def _nan_bits(x):
+    """x's float32 bits with every NaN as one quiet NaN: equal bits up to
+    NaN's sign and payload, which FP32's rules leave open."""
+    return np.where(np.isnan(x), np.float32(np.nan), x).view(np.uint32)
 
 
 def use_twins(monkeypatch, twin=None):
@@ -534,18 +545,33 @@ def test_product_fits_decides_from_max_abs():
     assert np.isnan(float(F.abs_max(jnp.asarray(x))))
 
 
-@pytest.mark.parametrize("split_kernel", ["1", "0"])
-def test_fused_product_special_values(split_kernel, monkeypatch, rng):
+@pytest.mark.parametrize("split_kernel,device_specials", [("1", "0"), ("0", "0"), ("1", "1"), ("0", "1")])
+@pytest.mark.parametrize("b_layout", ["kn", "transposed"])
+def test_fused_product_special_values(split_kernel, device_specials, b_layout, monkeypatch, rng):
     """fused_product with the kernels replaced by their twins on the CPU: the
     kernel's C on ordinary data; FP32's NaN/Inf pattern, and its value where
     the emulation overflows, on data that product_fits refuses (NaN/Inf
-    operands, values near 2^64 and beyond)."""
+    operands, values near 2^64 and beyond). Settled before the GEMM (a
+    conditional) or, JAXEMU_CUDA_DEVICE_SPECIALS=1, by the fix-up in the
+    GEMM's call (no conditional; the twin recomputes the values that are not
+    finite from the FP32 operands it is given: B^T's rows where B is the
+    transpose of an (N, K) array and the split takes it as rows)."""
     use_twins(monkeypatch)
     monkeypatch.setenv("JAXEMU_CUDA_SPLIT", split_kernel)
+    monkeypatch.setenv("JAXEMU_CUDA_DEVICE_SPECIALS", device_specials)
+    from jaxemu import backends
     for name in ("bf16x6", "fp16x3"):
         s = jaxemu.get_scheme(name)
-        f = jax.jit(lambda a, b: F.fused_product(a[None], b[None], s)[0])
+        if b_layout == "kn":
+            f = jax.jit(lambda a, b: F.fused_product(a[None], b[None], s)[0])
+        else:  # as the primitive calls it on x @ y.T: y (N, K) transposed, the layout hint set
+            def f_t(a, bt):
+                with backends.b_rows_free(True):
+                    return F.fused_product(a[None], jnp.swapaxes(bt, 0, 1)[None], s)[0]
+            f = jax.jit(lambda a, b, f_t=f_t: f_t(a, jnp.asarray(b).T))
         a, b = T.sample("normal(0,1)", (33, 70), rng), T.sample("normal(0,1)", (70, 17), rng)
+        hlo = jax.jit(f).lower(a, b).compile().as_text()
+        assert (" conditional(" in hlo) == (device_specials == "0"), name
         exact = a.astype(np.float64) @ b.astype(np.float64)
         got = np.asarray(f(a, b))
         assert np.max(np.abs(got - exact)) <= 1e-5 * np.max(np.abs(exact)), name
@@ -607,7 +633,8 @@ def test_exact_operands_run_on_their_one_slice_kernels(name, monkeypatch, rng):
             # The other operand's split only, in each of the conditional's two branches (full: both operands').
             assert calls.count("jaxemu_fused_split") == 2, calls
             full = np.asarray(jax.jit(lambda a, b: F.fused_product(a[None], b[None], s)[0])(a, b))
-            np.testing.assert_array_equal(got.view(np.uint32), full.view(np.uint32), err_msg=f"{name} {exact}")
+            # (NaN's sign and payload aside: the full product may take the fix-up, JAXEMU_CUDA_DEVICE_SPECIALS)
+            np.testing.assert_array_equal(_nan_bits(got), _nan_bits(full), err_msg=f"{name} {exact}")
     sl, e, amax = F.exact_slices(jnp.asarray(oh.T)[None], s, 192)
     tk = F.tile_k(s.fmt)
     assert sl.shape == (1, 9, 192 // tk, 1, tk) and sl.dtype == F._DTYPES[s.fmt] and float(amax) == F.EXACT_MAX

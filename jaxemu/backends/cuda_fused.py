@@ -14,17 +14,33 @@ fp16: hi*hi, and its two corrections), promoted into FP32 every kc K-steps,
 weighted by its exact power of two; it undoes the fp16 row/column scaling
 and writes C once.
 
-Special values are decided before the GEMM, from the split: it also returns
-max |x| of each operand (NaN and Inf included). When both are finite and
-max|A| max|B| K < 2^100 (xla.product_fits), no slice, product, partial sum or
-output can overflow, so the kernel's C is FP32's answer; otherwise a
-conditional runs the product through the xla backend's FP32 special-value
-rules instead (NaN and Inf exactly where the FP32 product has them;
-overflows take FP32's value). Deciding after the GEMM from a flag the kernel
-raised cost a pass over C: XLA copies C when a conditional's branch passes it
-through unchanged (kNN, 8192 x 128 x 262144: 5.6 of 19.5 ms on an H100).
-So the common case reads each operand once (twice for fp16's row scaling)
-and writes C once.
+Special values: the split also returns max |x| of each operand (NaN and Inf
+included). When both are finite and max|A| max|B| K < 2^100
+(xla.product_fits), no slice, product, partial sum or output can overflow,
+so the kernel's C is FP32's answer. Otherwise FP32's rules apply (NaN and Inf
+exactly where the FP32 product has them, FP32's value where the emulation
+overflowed), in one of two ways:
+- on the device (``device_specials``, the default): after
+  the GEMM, in its own FFI call, a fix-up kernel reads the two maxima,
+  returns at once when they pass, and otherwise recomputes every value of C
+  that is not finite as the FP32 dot product of the FP32 operands. (A NaN
+  or Inf in a row of A or column of B makes every emulated value of that row
+  or column NaN or Inf: its lo slice is NaN; an overflow is Inf.) No
+  conditional: no device-to-host copy of a predicate per product. Not with
+  K-splits (C is summed after the call) nor with an exact operand (its FP32
+  form, which the fix-up would read, is never written: the k-means one-hot).
+  kNN's search (8192 x 1M x 128, H200): 31.99 -> 30.75 ms, 2.00x FP32's
+  (docs/performance.md, stop 38).
+- decided on the host (there, or with JAXEMU_CUDA_DEVICE_SPECIALS=0): a
+  conditional runs the product through the xla backend's FP32 special-value
+  rules instead. Its predicate costs a device-to-host copy, and its C
+  reached XLA's next fusion as a flat vector (xla.one_of), which XLA read
+  more slowly: kNN's group maxima, 2.35 against 2.04 ms per chunk. (A
+  conditional deciding after the GEMM had cost a pass over C: XLA copies C
+  when a branch passes it through unchanged: kNN, 8192 x 128 x 262144, 5.6
+  of 19.5 ms on an H100.)
+Either way the common case reads each operand once (twice for fp16's row
+scaling) and writes C once.
 
 The FP32-operand kernel (``f32_product``, ffi/fused/kernel_f32.cuh): bf16
 schemes on a kernel that reads the FP32 operands themselves and splits each
@@ -236,7 +252,7 @@ def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False, e=None):
     exponents (L, rows) if the caller has them (backends.row_scales), else
     computed here (one more pass over x)."""
     tk = tile_k(s.fmt)
-    if transposed and switches.enabled("b_rows") and (b_rows_are_free() or switches.forced("b_rows")):
+    if transposed and b_as_rows():
         # B^T's rows to the rows kernel: B is a transposed array (x @ y.T,
         # kNN's database), so XLA cancels the two transposes and nothing is
         # copied (forced on a (K, N) B, XLA would transpose it first).
@@ -253,6 +269,12 @@ def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False, e=None):
         x, jnp.zeros((0,), jnp.int32) if e is None else e, slice_type=_SLICE_TYPE[s.fmt],
         lo_scale_bits=int(s.lo_scale_bits), truncate=int(s.split == "bitcut"), transposed=int(bool(transposed)))
     return sl, e, lax.bitcast_convert_type(amax_bits[0], jnp.float32)
+
+
+def b_as_rows() -> bool:
+    """Whether the split kernel takes B as the rows of B^T (slices_kernel)."""
+    return switches.enabled("split") and switches.enabled("b_rows") and (
+        b_rows_are_free() or switches.forced("b_rows"))
 
 
 def exact_slices(x, s: FloatSplit, kp: int, transposed: bool = False):
@@ -330,10 +352,14 @@ def split_rows(split, idx):
     return take(sl), (None if e is None else take(e)), amax
 
 
-def split_product(a_split, b_split, s: FloatSplit):
-    """The kernel's product of operands split by ``split_operands`` (special
-    values are the caller's: decided before the GEMM, ``fused_product``)."""
-    (a_sl, ea, _), (b_sl, eb, _) = a_split, b_split
+def split_product(a_split, b_split, s: FloatSplit, specials=None):
+    """The kernel's product of operands split by ``split_operands``.
+    ``specials``: None, special values are the caller's (decided before the
+    GEMM, ``fused_product``); or the FP32 operands (a (L, M, K), b, rows):
+    b (L, K, N), or B^T (L, N, K) when rows, for the fix-up on the device
+    (``device_specials``; the launch must have no K-splits), which reads the
+    splits' max |A| and max |B|."""
+    (a_sl, ea, a_max), (b_sl, eb, b_max) = a_split, b_split
     bsz, m, kp = a_sl.shape[0], a_sl.shape[1], a_sl.shape[2] * a_sl.shape[4]
     n = b_sl.shape[1]
     t = terms_of(s, kp)
@@ -343,12 +369,21 @@ def split_product(a_split, b_split, s: FloatSplit):
         row, col = ea, eb
     else:
         row = col = jnp.zeros((0,), jnp.int32)
+    empty = jnp.zeros((0,), jnp.float32)
+    if specials is None:
+        a32 = b32 = amax = empty
+        rows = False
+    else:
+        if cfg.splits != 1:
+            raise ValueError("split_product: special values on the device need a launch without K-splits")
+        a32, b32, rows = specials
+        amax = jnp.stack([jnp.asarray(a_max, jnp.float32), jnp.asarray(b_max, jnp.float32)])
     out_type = jax.ShapeDtypeStruct((cfg.splits, bsz, m, n), jnp.float32)
     parts = jax.ffi.ffi_call(f"jaxemu_fused_{s.fmt}", out_type)(
-        a_sl, b_sl, row, col,
+        a_sl, b_sl, row, col, a32, b32, amax,
         term_a=np.array(t.a, np.int64), term_b=np.array(t.b, np.int64),
         term_exp=np.array(t.exp, np.int64), kc_tiles=np.array(t.kc_tiles, np.int64),
-        splits=np.int64(cfg.splits), tile_n=np.int64(cfg.tile_n))
+        splits=np.int64(cfg.splits), tile_n=np.int64(cfg.tile_n), b32_rows=np.int64(bool(rows)))
     c = parts[0]
     for i in range(1, cfg.splits):  # fixed order: reruns are bit-identical
         c = c + parts[i]
@@ -371,6 +406,9 @@ def fused_product(a, b, s: FloatSplit, scales=None, fits: bool = False):
     if f32_kernel(s, m, k, n, bsz):  # the operands split in the kernel, special values on the device
         return f32_product(a, b, s)
     a_split, b_split = split_operands(a, b, s, scales)
+    if not fits and device_specials(s, m, k, n, bsz):  # FP32's rules in the GEMM's call, no conditional
+        rows = b_as_rows()
+        return split_product(a_split, b_split, s, specials=(a, jnp.swapaxes(b, 1, 2) if rows else b, rows))
 
     def operands():  # in the special-value branch: an exact operand rebuilt from its slice
         return (exact_operand(a_split[0], k) if s.exact[0] else a,
@@ -380,6 +418,17 @@ def fused_product(a, b, s: FloatSplit, scales=None, fits: bool = False):
         fits=True if fits else xla_backend.product_fits(a_split[2], b_split[2], k),
         plain=lambda: split_product(a_split, b_split, s),
         operands=operands)
+
+
+def device_specials(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
+    """Whether the slice path settles special values on the device (module
+    docstring): a launch without K-splits, no exact operand (its FP32 form,
+    which the fix-up would read, is never written: the k-means one-hot),
+    JAXEMU_CUDA_DEVICE_SPECIALS not "0"."""
+    if not switches.enabled("device_specials") or any(s.exact):
+        return False
+    kp = -(-k // tile_k(s.fmt)) * tile_k(s.fmt)
+    return launch_config(m, n, kp, batch, s, sm_count()).splits == 1
 
 
 # The kernels that read FP32 operands and split them in shared memory
