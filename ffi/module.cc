@@ -101,10 +101,10 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
     const bool b_ok = d2.size() == 3 && d2[0] == p.batch &&
                       (b32_rows ? d2[1] == p.n && d2[2] == k32 : d2[1] == k32 && d2[2] == p.n);
     if (a32.element_type() != ffi::DataType::F32 || b32.element_type() != ffi::DataType::F32 || d1.size() != 3 ||
-        d1[0] != p.batch || d1[1] != p.m || k32 < 1 || k32 > p.k || !b_ok)
+        d1[0] != p.batch || d1[1] != p.m || k32 < 1 || (k32 + tk - 1) / tk * tk != p.k || !b_ok)
       return ffi::Error::InvalidArgument(
           "jaxemu fused: FP32 operands for the special values must be A (L, M, k) and B (L, k, N) (b32_rows: (L, N, k)), "
-          "float32, k <= the slices' K; got " + shape_str(d1) + ", " + shape_str(d2));
+          "float32, the slices' K = k rounded up to whole K-tiles; got " + shape_str(d1) + ", " + shape_str(d2));
     if (splits != 1) return ffi::Error::InvalidArgument("jaxemu fused: special values on the device need splits == 1");
     if (amax.element_type() != ffi::DataType::F32 || amax.element_count() != 2)
       return ffi::Error::InvalidArgument("jaxemu fused: amax must be max |A| and max |B|, float32 (2,)");

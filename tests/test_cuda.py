@@ -476,9 +476,15 @@ def test_repeated_runs_are_bit_identical(shape):
 def test_overflow_takes_fp32s_value(name, device_specials, monkeypatch):
     # Row 0 of A times column 0 of B overflows in any summation order; every
     # other entry is finite. max|A| max|B| K (from the split) must route the
-    # product through FP32's rules (or raise the GEMM's flag for its fix-up): Inf
-    # exactly there, finite values elsewhere.
+    # product through FP32's rules (the conditional, or the fix-up in the
+    # GEMM's call): Inf exactly there, finite values elsewhere. (The slice
+    # path: the FP32-operand kernel would take the bf16 schemes here; tf32x3
+    # runs 2 K-splits at this shape, so the conditional either way.) Then
+    # K = 1 and bf16x6: its slices of 2^64 - 2^40 round up to 2^64 and their
+    # product overflows where FP32's does not: FP32's finite value must
+    # replace the emulated Inf.
     monkeypatch.setenv("JAXEMU_CUDA_DEVICE_SPECIALS", device_specials)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")
     rng = np.random.default_rng(5)
     a = rng.uniform(-1, 1, (200, 300)).astype(np.float32)
     b = rng.uniform(-1, 1, (300, 136)).astype(np.float32)
@@ -490,6 +496,10 @@ def test_overflow_takes_fp32s_value(name, device_specials, monkeypatch):
     fin = np.isfinite(c)
     bound = max(1e-6, 16 * jaxemu.get_scheme(name).unit_roundoff)
     assert T.componentwise_err(np.where(fin, c, 0), a, b, np.where(fin, ref, 0)) < bound
+    if name == "bf16x6":
+        top = np.float32(2.0 ** 64) * np.float32(1 - 2.0 ** -24)
+        c = np.asarray(run(name, np.full((64, 1), top, np.float32), np.full((1, 64), top, np.float32), "cuda"))
+        assert np.all(c == np.float32(top) * np.float32(top)), c
 
 
 def test_auto_hybrid_and_cost_model_on_the_gpu():

@@ -417,7 +417,7 @@ def _kernel_twin(name, out_types):
                 for i, j, e in zip(term_a, term_b, term_exp))
         if row.size:
             c = X.ldexp(c, -(row[:, :, None] + col[:, None, :]))
-        if a32.size:  # the fix-up: unless max|A| max|B| K < 2^100, values that are not finite from the FP32 operands
+        if a32.size or b32.size:  # the fix-up: unless max|A| max|B| K < 2^100, values that are not finite from the FP32 operands
             assert int(splits) == 1 and amax.shape == (2,)
             fp32 = jnp.einsum("lmk,lnk->lmn" if b32_rows else "lmk,lkn->lmn", a32, b32, precision="highest")
             fits = (amax[0] * amax[1]) * np.float32(a32.shape[2]) < np.float32(2.0 ** 100)
@@ -586,6 +586,9 @@ def test_fused_product_special_values(split_kernel, device_specials, b_layout, m
         cases.append((a2, b2))
         a3 = a.copy(); a3[2, :] = 1e30  # noqa: E702  (FP32 overflows row 2: Inf or NaN there)
         cases.append((a3, b))
+        # K = 1: bf16's slice of top rounds up to 2^64, its product overflows,
+        # FP32's (2^128 - 2^105) does not: FP32's finite value must replace it.
+        cases.append((np.full((33, 1), top, np.float32), np.full((1, 17), top, np.float32)))
         for x, y in cases:
             want = np.asarray(X.canonical_dot(jnp.asarray(x)[None], jnp.asarray(y)[None],
                                               jaxemu.get_scheme("fp32"), "cpu")[0])

@@ -1,7 +1,8 @@
 // Epilogue of the fused GEMM: C written once, from the FP32 accumulators.
 // Applies the exact power-of-two unscaling of fp16 row/column scaling.
-// (NaN/Inf need nothing here: the caller decides FP32's special-value rules
-// from max |A| and max |B| before the launch, jaxemu/backends/cuda_fused.py.)
+// (NaN/Inf need nothing here: FP32's special-value rules follow from max |A|
+// and max |B|, tested before the launch by the caller or after it by the
+// fix-up kernel in the same FFI call, ffi/fused.h: fixup_special.)
 //
 // Two ways to write C: through shared memory and TMA stores (asynchronous,
 // whole lines; 128-wide tiles), or straight from registers (192-wide tiles,
