@@ -32,6 +32,11 @@ def typeof(x):
     return jax.typeof(x)
 
 
+def new_var(aval):
+    """A fresh jaxpr variable of abstract value ``aval``."""
+    return jex_core.Var(aval)
+
+
 def is_tracer(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
@@ -94,6 +99,51 @@ def permuted_sharding(aval, axes):
     from jax.sharding import NamedSharding, PartitionSpec
     entries = tuple(spec) + (None,) * (aval.ndim - len(tuple(spec)))
     return NamedSharding(sh.mesh, PartitionSpec(*[entries[a] for a in axes]))
+
+
+def scan_num_consts(params) -> int:
+    """How many of a scan equation's operands are its consts (the first)."""
+    if "ft_in" in params:  # jax 0.11: (consts, carry, xs) as a flat tree
+        return len(list(params["ft_in"].unpack()[0]))
+    return params["num_consts"]
+
+
+def scan_params_with_consts_first(params, n: int) -> dict:
+    """A scan equation's params for ``n`` more consts before its own."""
+    new = dict(params)
+    if "ft_in" in params:
+        from jax._src import flattree as ft
+        consts, carry, xs = params["ft_in"].unpack()
+        new["ft_in"] = ft.pack(((ft.nones(n), consts), carry, xs))
+    else:
+        new["num_consts"] = params["num_consts"] + n
+    if "linear" in params:
+        new["linear"] = (False,) * n + tuple(params["linear"])
+    return new
+
+
+def zero_tangent(x):
+    """The symbolic zero tangent of primal ``x`` (float0 for integers)."""
+    from jax.interpreters import ad
+    return ad.Zero(typeof(x).to_tangent_aval())
+
+
+def transposes_on_first_two(prim, params_of):
+    """Let ``prim``'s transpose rules, registered by ``ad.defbilinear`` for
+    two operands, take more: the rules see the first two and ``params_of(params)``;
+    the others get no cotangent. (JAX keeps two tables of transposes, the
+    "fancy" accumulating one since 0.10; both are wrapped.)"""
+    from jax._src.interpreters import ad as ad_internal
+    for table_name in ("primitive_transposes", "fancy_transposes"):
+        table = getattr(ad_internal, table_name, None)
+        if table is None or prim not in table:
+            continue
+        rule = table[prim]
+
+        def wrapped(ct, x, y, *more, _rule=rule, **params):
+            out = _rule(ct, x, y, **params_of(params))
+            return None if out is None else tuple(out) + (None,) * len(more)
+        table[prim] = wrapped
 
 
 # ----------------------------------------------------------------------------

@@ -56,7 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import _compat
+from . import _compat, hoist
 from .api import check_backend, resolve_scheme
 from .primitive import jaxemu_dot_p
 from .schemes import Scheme, SchemeLike, get_scheme
@@ -345,6 +345,9 @@ class _Rewriter:
             if eqn.primitive is lax.transpose_p and not isinstance(eqn.invars[0], _compat.Literal):
                 transposes[eqn.outvars[0]] = (eqn.invars[0], tuple(eqn.params["permutation"]))
             new = self.eqn(eqn, path, lazy, exact, transposes)
+            if new is not eqn:  # a rewritten loop: its invariant operands split once, before it
+                ahead, new = hoist.split_invariant_operands(new)
+                new_eqns.extend(ahead)
             changed |= new is not eqn
             new_eqns.append(new)
         out = jaxpr.replace(eqns=new_eqns) if changed else jaxpr
@@ -364,7 +367,7 @@ class _Rewriter:
             invars, dn = _fold_transposes(eqn.invars, eqn.params["dimension_numbers"], transposes or {})
             params = dict(dimension_numbers=dn, scheme=d.scheme,
                           out_dtype=np.dtype(eqn.outvars[0].aval.dtype), backend=self.backend,
-                          out_sharding=eqn.params.get("out_sharding"), exact=flags)
+                          out_sharding=eqn.params.get("out_sharding"), exact=flags, presplit="")
             return eqn.replace(primitive=jaxemu_dot_p, params=params, invars=invars)
         sub = f"{path}/{_compat.eqn_label(eqn)}" if path else _compat.eqn_label(eqn)
         call_in = tuple(_is_exact(v, exact) for v in eqn.invars)

@@ -16,6 +16,14 @@ Params (all hashable):
     scheme takes it as one slice (FloatSplit.with_exact): the same result,
     fewer slice products. Its tangent is zero; the other operand's is not,
     so the rules below keep the flag on the side it belongs to.
+  presplit: "" or "lhs" / "rhs": that operand's split, made ahead by the
+    ``jaxemu_split`` primitive (below), follows the two operands as three
+    more (slices, row exponents, max |x|: cuda_fused.presplit_operand).
+    emulate binds it for a scan's loop-invariant operand (jaxemu/hoist.py),
+    so the split runs once, outside the loop. A hint about work, never
+    about values: the product is the same with or without it, backends
+    that cannot use it ignore it, and the rules below drop it wherever
+    the operand it belongs to changes (batching, tangents, cotangents).
 Operands are float32 (the public API promotes bf16/f16 exactly).
 """
 from __future__ import annotations
@@ -29,6 +37,7 @@ from jax import lax
 from jax.interpreters import ad, batching, mlir
 
 from . import _compat, _sharding, auto, backends
+from .backends import cuda_fused
 from .dims import canonicalize, dot_shape, rhs_k_minor
 from .schemes import NativeFP32, exact_variant
 
@@ -37,17 +46,21 @@ BACKENDS = ("default", "xla", "cuda")
 jaxemu_dot_p = _compat.Primitive("jaxemu_dot")
 
 
-def bind(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, exact=(False, False)):
-    """Bind the primitive (operands already validated and float32)."""
-    return jaxemu_dot_p.bind(lhs, rhs, dimension_numbers=dimension_numbers, scheme=scheme,
+def bind(lhs, rhs, *split, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, exact=(False, False),
+         presplit=""):
+    """Bind the primitive (operands already validated and float32; ``split``:
+    the ``presplit`` operand's split, from ``jaxemu_split``)."""
+    if bool(presplit) != bool(split) or presplit not in ("", "lhs", "rhs"):
+        raise ValueError(f"jaxemu_dot: presplit={presplit!r} with {len(split)} split arrays")
+    return jaxemu_dot_p.bind(lhs, rhs, *split, dimension_numbers=dimension_numbers, scheme=scheme,
                              out_dtype=np.dtype(out_dtype), backend=backend, out_sharding=out_sharding,
-                             exact=(bool(exact[0]), bool(exact[1])))
+                             exact=(bool(exact[0]), bool(exact[1])), presplit=presplit)
 
 
 # ----------------------------------------------------------------------------
 # Shape rule: exactly dot_general's (shape, sharding, varying manual axes).
 
-def _abstract_eval(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding, exact):
+def _abstract_eval(lhs, rhs, *split, dimension_numbers, scheme, out_dtype, backend, out_sharding, exact, presplit):
     out, _effects = lax.dot_general_p.abstract_eval(
         lhs, rhs, dimension_numbers=dimension_numbers, precision=None,
         preferred_element_type=np.dtype(out_dtype), out_sharding=out_sharding)
@@ -63,28 +76,36 @@ def _shift(axes, by=1):
     return tuple(a + by for a in axes)
 
 
-def _batch_rule(args, dims, *, dimension_numbers, out_sharding, **params):
+def _batch_rule(args, dims, *, dimension_numbers, out_sharding, presplit, **params):
     # (An explicit out_sharding names the unbatched result's axes; under vmap
     # the result gains an axis, so sharding is left to propagation.)
-    lhs, rhs = args
-    lbd, rbd = dims
+    # A split made ahead stays where its operand is not mapped: the mapped
+    # axis joins the other operand's axes, and this one's canonical form is
+    # unchanged. (jaxemu_split's own rule never maps its outputs.)
+    lhs, rhs, split = args[0], args[1], args[2:]
+    lbd, rbd = dims[:2]
+    if presplit and (lbd if presplit == "lhs" else rbd) is not None:
+        presplit, split = "", ()
+    params = dict(params, presplit=presplit)
     (lc, rc), (lb, rb) = dimension_numbers
     nb = len(lb)
+    if lbd is None and rbd is None:  # (only a split was mapped: it never is)
+        return bind(lhs, rhs, *split, dimension_numbers=dimension_numbers, **params), None  # (not mapped)
     if lbd is not None and rbd is not None:
         lhs = jnp.moveaxis(lhs, lbd, 0)
         rhs = jnp.moveaxis(rhs, rbd, 0)
         dn = ((_shift(lc), _shift(rc)), ((0,) + _shift(lb), (0,) + _shift(rb)))
-        return bind(lhs, rhs, dimension_numbers=dn, **params), 0
+        return bind(lhs, rhs, *split, dimension_numbers=dn, **params), 0
     if lbd is not None:
         # The mapped axis becomes lhs's first free dim: in the output it follows
         # the batch dims.
         lhs = jnp.moveaxis(lhs, lbd, 0)
         dn = ((_shift(lc), rc), (_shift(lb), rb))
-        return bind(lhs, rhs, dimension_numbers=dn, **params), nb
+        return bind(lhs, rhs, *split, dimension_numbers=dn, **params), nb
     rhs = jnp.moveaxis(rhs, rbd, 0)
     dn = ((lc, _shift(rc)), (lb, _shift(rb)))
     n_lhs_free = lhs.ndim - len(lc) - nb
-    return bind(lhs, rhs, dimension_numbers=dn, **params), nb + n_lhs_free
+    return bind(lhs, rhs, *split, dimension_numbers=dn, **params), nb + n_lhs_free
 
 
 # ----------------------------------------------------------------------------
@@ -129,7 +150,8 @@ def _cotangent(g, other, this_aval, this_dims, other_dims, this_is_lhs, params):
     # needed on explicit meshes when the contraction runs over sharded axes.
     # g is not exact; `other` keeps its flag, now on the rhs.
     exact = params["exact"][1 if this_is_lhs else 0]
-    params = dict(params, out_sharding=_compat.permuted_sharding(this_aval, src_axes), exact=(False, exact))
+    params = dict(params, out_sharding=_compat.permuted_sharding(this_aval, src_axes), exact=(False, exact),
+                  presplit="")
     # float32, or float64 for an FP64 scheme: the dtype of the operands.
     out = bind(g.astype(other.dtype), other, dimension_numbers=dn, **params)
     return jnp.transpose(out, tuple(np.argsort(src_axes)))
@@ -168,12 +190,13 @@ def with_exact(scheme, exact, platform: str, backend: str):
     return variant if backends.backend_for(variant, platform) == backends.backend_for(scheme, platform) else scheme
 
 
-def impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, exact=(False, False),
-         platform="generic"):
+def impl(lhs, rhs, *split, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, exact=(False, False),
+         presplit="", platform="generic"):
     """The primitive in plain JAX: canonicalize, run the scheme's product
     (auto: its choice among concrete products), reshape. The fp32 scheme is
     dot_general itself at precision HIGHEST, on the operands as they are,
-    so that emulating with it changes nothing where FP32 is the default."""
+    so that emulating with it changes nothing where FP32 is the default.
+    ``split``: the ``presplit`` operand's split, passed to the product."""
     if isinstance(scheme, NativeFP32):
         return lax.dot_general(lhs, rhs, dimension_numbers, precision=lax.Precision.HIGHEST,
                                preferred_element_type=jnp.float32).astype(out_dtype)
@@ -185,6 +208,9 @@ def impl(lhs, rhs, *, dimension_numbers, scheme, out_dtype, backend, out_shardin
             runs_on = "xla" if backend == "xla" else backends.backend_for(scheme, platform)
             c = auto.auto_dot(a, b, scheme, platform, product, runs_on,
                               split=backends.split_product_for(scheme, platform, backend), exact=exact)
+        elif presplit:
+            pre = (tuple(split), None) if presplit == "lhs" else (None, tuple(split))
+            c = product(a, b, with_exact(scheme, exact, platform, backend), presplit=pre)
         else:
             c = product(a, b, with_exact(scheme, exact, platform, backend))
     return c.reshape(ds.out_shape).astype(out_dtype)
@@ -203,7 +229,7 @@ def lower_impl(impl):
     sharded_rule = mlir.lower_fun(functools.partial(_sharded_impl, impl), multiple_results=False)
 
     def lowering(ctx, *args, **params):
-        if _sharding.plan(ctx.avals_in, ctx.avals_out, params["dimension_numbers"]) is not None:
+        if _sharding.plan(ctx.avals_in[:2], ctx.avals_out, params["dimension_numbers"]) is not None:
             return sharded_rule(ctx, *args, **params)
         ctx = ctx.replace(avals_in=[_compat.unsharded(a) for a in ctx.avals_in],
                           avals_out=[_compat.unsharded(a) for a in ctx.avals_out])
@@ -211,11 +237,12 @@ def lower_impl(impl):
     return lowering
 
 
-def _sharded_impl(impl, lhs, rhs, **params):
+def _sharded_impl(impl, lhs, rhs, *split, **params):
     """Operands with explicit shardings: the product per shard (shard_map),
-    summed over the mesh axes that shard contracting dims (psum, FP32)."""
+    summed over the mesh axes that shard contracting dims (psum, FP32); a
+    split made ahead, of the whole operand, is not a shard's: left."""
     p = _sharding.plan([_compat.typeof(lhs), _compat.typeof(rhs)], None, params["dimension_numbers"])
-    local = functools.partial(impl, **dict(params, out_sharding=None))
+    local = functools.partial(impl, **dict(params, out_sharding=None, presplit=""))
 
     def per_shard(l, r):
         out = local(l, r)
@@ -241,10 +268,10 @@ def _check_cuda_request(platform: str, scheme) -> None:
 def _lowering(platform: str):
     rule = lower_impl(functools.partial(impl, platform=platform))
 
-    def lowering(ctx, lhs, rhs, **params):
+    def lowering(ctx, *args, **params):
         if params["backend"] == "cuda":
             _check_cuda_request(platform, params["scheme"])
-        return rule(ctx, lhs, rhs, **params)
+        return rule(ctx, *args, **params)
     return lowering
 
 
@@ -255,12 +282,91 @@ jaxemu_dot_p.def_impl(functools.partial(_compat.apply_primitive, jaxemu_dot_p))
 jaxemu_dot_p.def_abstract_eval(_abstract_eval)
 batching.primitive_batchers[jaxemu_dot_p] = _batch_rule
 ad.defbilinear(jaxemu_dot_p, _transpose_lhs, _transpose_rhs)
+# Its transposes see the two operands (a split made ahead is no operand of
+# the linear map: it gets no cotangent).
+_compat.transposes_on_first_two(jaxemu_dot_p, lambda params: dict(params, presplit=""))
 # The JVP, as defbilinear's, with each tangent product's exact flags: the
 # tangent is never exact (an exact operand's own tangent is zero: it comes
-# from integers), the primal it meets keeps its flag.
-ad.defjvp(jaxemu_dot_p,
-          lambda g, x, y, *, exact, **params: jaxemu_dot_p.bind(g, y, exact=(False, exact[1]), **params),
-          lambda g, x, y, *, exact, **params: jaxemu_dot_p.bind(x, g, exact=(exact[0], False), **params))
+# from integers), the primal it meets keeps its flag. The tangent products
+# split for themselves (one rule per operand: a split's tangent is zero).
+def _jvp(primals, tangents, *, exact, presplit, **params):
+    x, y, *split = primals
+    tx, ty = tangents[:2]
+    out = bind(x, y, *split, exact=exact, presplit=presplit, **params)
+    terms = ([bind(tx, y, exact=(False, exact[1]), **params)] if type(tx) is not ad.Zero else []) + \
+        ([bind(x, ty, exact=(exact[0], False), **params)] if type(ty) is not ad.Zero else [])
+    if not terms:
+        return out, _compat.zero_tangent(out)
+    return out, terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+ad.primitive_jvps[jaxemu_dot_p] = _jvp
 mlir.register_lowering(jaxemu_dot_p, _lowering("generic"))
 for _platform in ("cpu", "cuda"):
     mlir.register_lowering(jaxemu_dot_p, _lowering(_platform), platform=_platform)
+
+
+# ----------------------------------------------------------------------------
+# ``jaxemu_split``: one operand's split, made ahead of its product (for
+# ``presplit`` above): x (the operand as the dot_general sees it) -> (slices,
+# row exponents, max |x|), in the cuda backend's slice layout
+# (cuda_fused.presplit_operand). On the cuda platform, where the kernels run
+# the scheme, the split kernel makes it; elsewhere XLA's split makes the same
+# values, which no product there reads (XLA deletes them as dead code).
+# Params: side ("lhs" / "rhs"), shapes (the dot's (lhs, rhs) shapes),
+# dimension_numbers, scheme (a concrete FloatSplit).
+
+jaxemu_split_p = _compat.Primitive("jaxemu_split")
+jaxemu_split_p.multiple_results = True
+
+
+def bind_split(x, *, side, shapes, dimension_numbers, scheme):
+    return jaxemu_split_p.bind(x, side=side, shapes=tuple(tuple(int(d) for d in sh) for sh in shapes),
+                               dimension_numbers=dimension_numbers, scheme=scheme)
+
+
+def _split_shapes(side, shapes, dimension_numbers, scheme):
+    ds = dot_shape(*shapes, dimension_numbers)
+    return ds, cuda_fused.presplit_shapes(scheme, ds.b, ds.m if side == "lhs" else ds.n, ds.k)
+
+
+def _split_abstract_eval(x, *, side, shapes, dimension_numbers, scheme):
+    _, outs = _split_shapes(side, shapes, dimension_numbers, scheme)
+    return [_compat.ShapedArray(o.shape, o.dtype) for o in outs]
+
+
+def _split_impl(x, *, side, shapes, dimension_numbers, scheme, platform="generic"):
+    ds, _ = _split_shapes(side, shapes, dimension_numbers, scheme)
+    if side == "lhs":
+        c = x.transpose(ds.lhs_perm).reshape(ds.b, ds.m, ds.k)
+    else:
+        c = x.transpose(ds.rhs_perm).reshape(ds.b, ds.k, ds.n)
+    kernels = platform == "cuda" and backends.handles(scheme, platform)
+    with backends.b_rows_free(rhs_k_minor(ds)):  # B's layout as the product will see it
+        return list(cuda_fused.presplit_operand(c, scheme, side, kernels))
+
+
+def _split_batch_rule(args, dims, **params):
+    """A mapped operand: the products that read this split drop it
+    (``_batch_rule``) and split for themselves, so its value is not needed:
+    zeros of the unmapped shapes, which XLA deletes as dead code."""
+    return [jnp.zeros(a.shape, a.dtype) for a in _split_abstract_eval(None, **params)], \
+        [None] * 3  # (not mapped)
+
+
+def _split_jvp(primals, tangents, **params):
+    """A split is piecewise constant; its products take their tangents from
+    the operands (the dot's JVP above), so the split's own are zero."""
+    out = jaxemu_split_p.bind(*primals, **params)
+    return out, [_compat.zero_tangent(o) for o in out]
+
+
+jaxemu_split_p.def_impl(functools.partial(_compat.apply_primitive, jaxemu_split_p))
+jaxemu_split_p.def_abstract_eval(_split_abstract_eval)
+batching.primitive_batchers[jaxemu_split_p] = _split_batch_rule
+ad.primitive_jvps[jaxemu_split_p] = _split_jvp
+for _platform in ("generic", "cpu", "cuda"):
+    mlir.register_lowering(
+        jaxemu_split_p,
+        mlir.lower_fun(functools.partial(_split_impl, platform=_platform), multiple_results=True),
+        **({} if _platform == "generic" else {"platform": _platform}))

@@ -458,6 +458,47 @@ def test_vmap_grad_and_emulate_through_the_cuda_lowering():
     np.testing.assert_allclose(np.asarray(v), a.astype(np.float64) @ w, rtol=2e-5, atol=2e-5)
 
 
+def _splits_in_entry_and_elsewhere(hlo: str):
+    """Split-kernel calls of an optimized HLO module: (in the entry
+    computation, in the others: loop bodies and what they call)."""
+    entry, other, where = 0, 0, None
+    for line in hlo.splitlines():
+        if not line.startswith(" ") and line.rstrip().endswith("{"):
+            where = "entry" if line.startswith("ENTRY") else "other"
+        n = line.count('custom_call_target="jaxemu_fused_split"')
+        entry, other = (entry + n, other) if where == "entry" else (entry, other + n)
+    return entry, other
+
+
+@pytest.mark.parametrize("name", ["fp16x3", "bf16x6"])
+@pytest.mark.parametrize("loop", ["map_rhs", "fori_lhs"])
+def test_a_loop_invariant_operand_is_split_once_before_the_loop(name, loop, monkeypatch):
+    """jaxemu/hoist.py: the const of a scan split before it, by the split
+    kernel in XLA's entry computation; the loop splits only what changes;
+    the same bits as splitting in every iteration."""
+    from jaxemu import hoist
+    rng = np.random.default_rng(5)
+    q = jnp.asarray(rng.standard_normal((2048, 128)) + 3.0, jnp.float32)
+    db = jnp.asarray(rng.standard_normal((65536, 128)) + 3.0, jnp.float32)
+    if loop == "map_rhs":  # kNN: chunks of queries, the database B^T
+        f = lambda q, db: jax.lax.map(lambda qc: jnp.max(qc @ db.T, axis=1), q.reshape(4, 512, 128))
+        ref = np.max((np.asarray(q, np.float64) @ np.asarray(db, np.float64).T).reshape(4, 512, -1), axis=2)
+    else:  # k-means: the points A, the centres the carry
+        f = lambda q, db: jax.lax.fori_loop(0, 4, lambda i, c: 0.5 * c + 1e-3 * (db @ c.T)[:512, :128], q[:512])
+        ref = None
+    outs = {}
+    for on in ("1", "0"):
+        monkeypatch.setenv(hoist.SWITCH, on)
+        g = jax.jit(jaxemu.emulate(f, scheme=name))
+        splits = _splits_in_entry_and_elsewhere(g.lower(q, db).compile().as_text())
+        outs[on] = np.asarray(g(q, db))
+        # hoisted: the invariant operand's split in the entry, the other's in the loop
+        assert splits == ((1, 1) if on == "1" else (0, 2)), (name, on, splits)
+    np.testing.assert_array_equal(outs["1"].view(np.uint32), outs["0"].view(np.uint32))
+    if ref is not None:
+        np.testing.assert_allclose(outs["1"], ref, rtol=2e-6, atol=0)
+
+
 @pytest.mark.parametrize("shape", [(512, 4096, 512), (256, 1 << 18, 128)])  # the second splits K
 def test_repeated_runs_are_bit_identical(shape):
     from jaxemu.backends import cuda_fused

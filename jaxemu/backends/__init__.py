@@ -37,6 +37,8 @@ from . import xla
 # fits: True where the caller has established that a and b are finite and xla.product_fits
 # holds (auto's data test has the statistics): the product then skips FP32's special-value
 # conditional (xla.fp32_special_values), whose predicate costs a device-to-host copy on GPUs.
+# A backend's product may also take presplit=(A's, B's): an operand's split made ahead of
+# the product, outside a loop (jaxemu/hoist.py; cuda_fused.presplit_operand), or None.
 Product = Callable
 
 # Whether the canonical b (B, K, N) being traced is a transpose of an array
@@ -146,8 +148,10 @@ def xla_product(platform: str) -> Product:
     return functools.partial(_xla_canonical_dot, platform=platform)
 
 
-def _xla_canonical_dot(a, b, scheme, scales=None, fits=False, *, platform):
-    return xla.canonical_dot(a, b, scheme, platform, fits=fits)  # (its split computes its own row scaling)
+def _xla_canonical_dot(a, b, scheme, scales=None, fits=False, presplit=None, *, platform):
+    # (its split computes its own row scaling; a split made ahead is the
+    # cuda layout's, unused here: XLA deletes it as dead code)
+    return xla.canonical_dot(a, b, scheme, platform, fits=fits)
 
 
 def row_scales(a_max, b_max):
@@ -210,7 +214,11 @@ def product_for(platform: str, backend: str = "default") -> Product:
     if backend == "xla" or reg is None:
         return reference
 
-    def product(a, b, scheme, scales=None, fits=False):
+    def product(a, b, scheme, scales=None, fits=False, presplit=(None, None)):
         s = get_scheme(scheme)
-        return reg.product(a, b, s, scales, fits) if reg.handles(s) else reference(a, b, s, fits=fits)
+        if not reg.handles(s):
+            return reference(a, b, s, fits=fits)
+        if presplit == (None, None):
+            return reg.product(a, b, s, scales, fits)
+        return reg.product(a, b, s, scales, fits, presplit)
     return product

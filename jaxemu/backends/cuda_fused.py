@@ -332,16 +332,68 @@ def slices_xla(x, s: FloatSplit, kp: int):
     return out, e
 
 
-def split_operands(a, b, s: FloatSplit, scales=None):
+def split_operands(a, b, s: FloatSplit, scales=None, presplit=(None, None)):
     """The slices of (L, M, K) and (L, K, N) as the kernel reads them, with
     their scaling exponents and max |x| (``_slices``; B as the rows of B^T): a row of A
     (column of B) is split on its own, so the slices of some of its rows, in
     any order, are those rows (axis 1) of its slices. ``scales``: the row
-    exponents (ea, eb) if the caller has them (backends.row_scales)."""
+    exponents (ea, eb) if the caller has them (backends.row_scales);
+    ``presplit``: an operand's split made ahead of the product (``presplit_operand``),
+    or None."""
     kp = -(-a.shape[2] // tile_k(s.fmt)) * tile_k(s.fmt)
     ea, eb = scales if scales is not None else (None, None)
-    return (_slices(a, s, kp, exact=s.exact[0], e=ea),
-            _slices(b, s, kp, transposed=True, exact=s.exact[1], e=eb))  # B as (L, N, K)
+    pa, pb = (_from_presplit(p) for p in presplit)
+    return (pa or _slices(a, s, kp, exact=s.exact[0], e=ea),
+            pb or _slices(b, s, kp, transposed=True, exact=s.exact[1], e=eb))  # B as (L, N, K)
+
+
+# -- an operand split ahead of its product --------------------------------
+# A loop-invariant operand (kNN's database, k-means' points: the consts of a
+# scan) is split once, outside the loop (jaxemu/hoist.py binds the split,
+# jaxemu/primitive.py carries it to the product): XLA on the GPU hoists no
+# custom call out of a while loop, so the split kernel would run in every
+# iteration (kNN: 4 x 0.29 ms per search, docs/performance.md stop 38).
+
+def presplit_pays(s, m: int, k: int, n: int, batch: int = 1) -> bool:
+    """Whether the product (L, M, K) x (L, K, N) of scheme ``s`` reads its
+    operands' split from the slice path (``split_operands``), so that a split
+    made ahead of it is used: a multi-slice float scheme that a kernel holds,
+    no exact operand, not the FP32-operand kernel."""
+    return (isinstance(s, FloatSplit) and s.slices > 1 and not any(s.exact) and bool(kernel_tiles(s))
+            and not f32_kernel(s, m, k, n, batch))
+
+
+def presplit_shapes(s: FloatSplit, batch: int, rows: int, k: int):
+    """The (slices, row exponents, max |x|) of an operand with ``rows`` rows
+    of A (columns of B) as ``presplit_operand`` returns them: the exponents
+    are (0,) where the scheme does not scale rows."""
+    tk = tile_k(s.fmt)
+    return (jax.ShapeDtypeStruct((batch, rows, -(-k // tk), s.slices, tk), _DTYPES[s.fmt]),
+            jax.ShapeDtypeStruct((batch, rows) if s.scaling == "row" else (0,), jnp.int32),
+            jax.ShapeDtypeStruct((), jnp.float32))
+
+
+def presplit_operand(x, s: FloatSplit, side: str, kernels: bool):
+    """The split of one canonical operand as ``split_operands`` makes it: x
+    (L, M, K) for side "lhs", (L, K, N) for "rhs"; ``kernels``: the split
+    kernel may run (the cuda platform), else XLA's split (the same bits)."""
+    k = x.shape[2] if side == "lhs" else x.shape[1]
+    kp = -(-k // tile_k(s.fmt)) * tile_k(s.fmt)
+    if kernels:
+        sl, e, amax = _slices(x, s, kp, transposed=side == "rhs")
+    else:
+        sl, e = slices_xla(jnp.swapaxes(x, 1, 2) if side == "rhs" else x, s, kp)
+        amax = abs_max(x)
+    return sl, (jnp.zeros((0,), jnp.int32) if e is None else e), jnp.asarray(amax, jnp.float32).reshape(())
+
+
+def _from_presplit(p):
+    """presplit_operand's triple as ``_slices`` returns it (exponents None
+    where the scheme does not scale rows), or None."""
+    if p is None:
+        return None
+    sl, e, amax = p
+    return sl, (None if e.shape == (0,) else e), amax
 
 
 def split_rows(split, idx):
@@ -392,12 +444,13 @@ def split_product(a_split, b_split, s: FloatSplit, specials=None):
     return c
 
 
-def fused_product(a, b, s: FloatSplit, scales=None, fits: bool = False):
+def fused_product(a, b, s: FloatSplit, scales=None, fits: bool = False, presplit=(None, None)):
     """The scheme's product of canonical float32 operands (L, M, K) x (L, K, N)
     with FP32 special-value semantics, in one kernel launch (module docstring);
     ``scales``: the operands' row exponents if known (backends.row_scales);
     ``fits``: the caller knows a and b finite and xla.product_fits true (the
-    Product protocol, jaxemu/backends): no special-value conditional."""
+    Product protocol, jaxemu/backends): no special-value conditional;
+    ``presplit``: (A's, B's) split made ahead (``presplit_operand``) or None."""
     s = get_scheme(s)
     bsz, m, k = a.shape
     n = b.shape[2]
@@ -405,7 +458,7 @@ def fused_product(a, b, s: FloatSplit, scales=None, fits: bool = False):
         return jnp.zeros((bsz, m, n), jnp.float32)
     if f32_kernel(s, m, k, n, bsz):  # the operands split in the kernel, special values on the device
         return f32_product(a, b, s)
-    a_split, b_split = split_operands(a, b, s, scales)
+    a_split, b_split = split_operands(a, b, s, scales, presplit)
     if not fits and device_specials(s, m, k, n, bsz):  # FP32's rules in the GEMM's call, no conditional
         rows = b_as_rows()
         return split_product(a_split, b_split, s, specials=(a, jnp.swapaxes(b, 1, 2) if rows else b, rows))

@@ -57,8 +57,10 @@ def make_product(ext):
     from .cuda_fused import fused_product
     from .cuda_int8 import ozaki2_product
 
-    def product(a, b, s, scales=None, fits=False):
-        return ozaki2_product(a, b, s) if isinstance(s, Ozaki2) else fused_product(a, b, s, scales, fits)
+    def product(a, b, s, scales=None, fits=False, presplit=(None, None)):
+        if isinstance(s, Ozaki2):
+            return ozaki2_product(a, b, s)
+        return fused_product(a, b, s, scales, fits, presplit)
     return product
 
 

@@ -1,0 +1,97 @@
+"""Loop-invariant operands split once, before the loop.
+
+A scan whose body multiplies by one of the scan's consts (kNN's database in
+``lax.map`` over query chunks; k-means' points in ``fori_loop`` over Lloyd
+iterations) would split that operand in every iteration: XLA on the GPU
+hoists no custom call out of a while loop (scripts/loop_hoist_probe.py;
+docs/performance.md, stop 38: kNN's search ran the database's split kernel
+4 times). ``emulate`` therefore binds the split itself, as an equation
+before the scan (``jaxemu_split``), passes its three arrays in as more
+consts, and the body's ``jaxemu_dot`` takes them (``presplit``,
+jaxemu/primitive.py). Nothing is computed differently: the product reads
+the same slices it would have made (tests/test_hoist.py).
+
+Only where the product would read them: an operand that is one of the
+scan's consts as it is (after emulate folds a transpose into the dot), a
+concrete multi-slice float scheme on the cuda backend's slice path
+(cuda_fused.presplit_pays), no exact operand, no explicit sharding, not
+backend="xla". (Decided when emulate rewrites, before the platform is
+known: on a platform without the kernels the split is XLA's and no product
+reads it, so XLA deletes it; the compiled CPU program is the same.) Not
+yet: while loops, and an operand that the body derives from a const (a
+slice, a transpose that does not fold) or that reaches the dot through a
+nested jit. JAXEMU_CUDA_HOIST_SPLITS=0 turns it off (backends/switches.py).
+kNN's search (8192 x 1M x 128) and k-means (1M x 256, 1024 centres) under
+fp16x3 on an H200: 31.6 -> 30.4 ms and 206.5 -> 192.6 ms
+(docs/performance.md, stop 39).
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from . import _compat, _sharding
+from .backends import cuda_fused, switches
+from .dims import dot_shape
+from .primitive import jaxemu_dot_p, jaxemu_split_p
+from .schemes import FloatSplit
+
+SWITCH = switches.variable("hoist_splits")
+
+
+def _side(eqn, consts) -> str:
+    """The operand of a body's jaxemu_dot to split ahead ("lhs", "rhs") or ""."""
+    p = eqn.params
+    s = p["scheme"]
+    if p["presplit"] or p["backend"] == "xla" or not isinstance(s, FloatSplit) or any(p["exact"]):
+        return ""
+    lhs, rhs = eqn.invars
+    if any(isinstance(v, _compat.Literal) for v in (lhs, rhs)):
+        return ""
+    if _sharding.plan([lhs.aval, rhs.aval], None, p["dimension_numbers"]) is not None:
+        return ""
+    ds = dot_shape(lhs.aval.shape, rhs.aval.shape, p["dimension_numbers"])
+    if not cuda_fused.presplit_pays(s, ds.m, ds.k, ds.n, ds.b):
+        return ""
+    # Both invariant: the larger one (the other is split once per iteration).
+    sides = [side for side, v in (("rhs", rhs), ("lhs", lhs)) if v in consts]
+    if len(sides) == 2:
+        return "rhs" if ds.n >= ds.m else "lhs"
+    return sides[0] if sides else ""
+
+
+def split_invariant_operands(eqn) -> Tuple[List, object]:
+    """(equations to run before ``eqn``, ``eqn`` itself or its replacement):
+    for a scan, the split of each loop-invariant dot operand of its body
+    (module docstring); any other equation is returned as it is."""
+    if eqn.primitive.name != "scan" or not switches.enabled("hoist_splits"):
+        return [], eqn
+    closed = eqn.params["jaxpr"]
+    body = closed.jaxpr
+    nc = _compat.scan_num_consts(eqn.params)
+    consts = {v: i for i, v in enumerate(body.invars[:nc])}
+    ahead, outer_in, body_in, body_eqns = [], [], [], []
+    for e in body.eqns:
+        side = _side(e, consts) if e.primitive is jaxemu_dot_p else ""
+        if not side:
+            body_eqns.append(e)
+            continue
+        v = e.invars[0 if side == "lhs" else 1]
+        p = e.params
+        params = dict(side=side, shapes=(tuple(e.invars[0].aval.shape), tuple(e.invars[1].aval.shape)),
+                      dimension_numbers=p["dimension_numbers"], scheme=p["scheme"])
+        avals = jaxemu_split_p.abstract_eval(v.aval, **params)[0]
+        outer = [_compat.new_var(a) for a in avals]
+        inner = [_compat.new_var(a) for a in avals]
+        # (the dot's equation as a template: its source line, context, no effects)
+        ahead.append(e.replace(primitive=jaxemu_split_p, invars=[eqn.invars[consts[v]]], outvars=outer,
+                               params=params))
+        outer_in += outer
+        body_in += inner
+        body_eqns.append(e.replace(invars=list(e.invars) + inner, params=dict(p, presplit=side)))
+    if not ahead:
+        return [], eqn
+    # The splits become the scan's first consts.
+    new_body = body.replace(invars=body_in + list(body.invars), eqns=body_eqns)
+    params = dict(_compat.scan_params_with_consts_first(eqn.params, len(body_in)),
+                  jaxpr=closed.replace(jaxpr=new_body))
+    return ahead, eqn.replace(invars=outer_in + list(eqn.invars), params=params)

@@ -1,0 +1,187 @@
+"""Loop-invariant operands split once, before the loop (jaxemu/hoist.py):
+where emulate binds the split, that the product reads what it would have
+made itself, and that the program computes the same under jit, grad, vmap.
+(On the GPU, tests/test_cuda.py checks the kernel's bits and that XLA runs
+the split once, outside the loop.)"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxemu
+from jaxemu import _compat, hoist
+from jaxemu.backends import cuda_fused
+from jaxemu.schemes import get_scheme
+
+
+def eqns(closed):
+    """(path, equation) over a jaxpr and its sub-jaxprs; path "" at the top."""
+    out = []
+
+    def walk(j, path):
+        for e in j.eqns:
+            out.append((path, e))
+            for v in e.params.values():
+                for x in (v if isinstance(v, (tuple, list)) else [v]):
+                    if isinstance(x, _compat.ClosedJaxpr):
+                        walk(x.jaxpr, path + "/" + e.primitive.name)
+                    elif isinstance(x, _compat.Jaxpr):
+                        walk(x, path + "/" + e.primitive.name)
+    walk(closed.jaxpr, "")
+    return out
+
+
+def search(q, db):
+    """kNN's shape of loop: chunks of queries under lax.map, the database a
+    const of the scan, x @ y.T."""
+    return jax.lax.map(lambda qc: jnp.max(2.0 * (qc @ db.T) - jnp.sum(db * db, axis=1), axis=1),
+                       q.reshape(4, -1, q.shape[1]))
+
+
+def lloyd_like(x, c):
+    """k-means' shape of loop: fori_loop over iterations, the points a const,
+    the centres the carry (x as the lhs)."""
+    def step(i, c):
+        d = x @ c.T
+        w = jax.nn.softmax(-d, axis=1)
+        return (w.T @ x) / (jnp.sum(w, axis=0)[:, None] + 1.0)
+    return jax.lax.fori_loop(0, 3, step, c)
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(7)
+    return (jnp.asarray(rng.standard_normal((256, 96)), jnp.float32),
+            jnp.asarray(rng.standard_normal((2048, 96)), jnp.float32))
+
+
+def splits_and_dots(f, *args, scheme="fp16x3", **kw):
+    jx = jax.make_jaxpr(jaxemu.emulate(f, scheme=scheme, **kw))(*args)
+    es = eqns(jx)
+    return ([(p, e) for p, e in es if e.primitive.name == "jaxemu_split"],
+            [(p, e) for p, e in es if e.primitive.name == "jaxemu_dot"])
+
+
+@pytest.mark.parametrize("scheme", ["fp16x3", "tf32x3", "fp16x3_bitcut", "bf16x6", "bf16x3"])
+def test_the_invariant_operand_is_split_before_the_loop(data, scheme):
+    q, db = data
+    splits, dots = splits_and_dots(search, q, db, scheme=scheme)
+    if scheme.startswith("bf16"):
+        # 64 x 2048 per chunk: the bf16 schemes' FP32-operand kernel, which
+        # splits in shared memory and reads no slices (cuda_fused.f32_pays)
+        assert splits == [] and [e.params["presplit"] for _, e in dots] == [""]
+        # a chunk of 1024 x 65536 takes the slice path (only traced here)
+        q = jax.ShapeDtypeStruct((4096, 96), jnp.float32)
+        db = jax.ShapeDtypeStruct((65536, 96), jnp.float32)
+        splits, dots = splits_and_dots(search, q, db, scheme=scheme)
+    assert [(p, e.params["side"]) for p, e in splits] == [("", "rhs")]
+    assert [(p, e.params["presplit"], len(e.invars)) for p, e in dots] == [("/scan", "rhs", 5)]
+    # the split reads the database itself (the scan's const), as the product would
+    assert splits[0][1].invars[0].aval.shape == db.shape
+
+
+def test_the_points_of_a_fori_loop_are_split_before_it(data):
+    x, _ = data
+    c = x[:64]
+    splits, dots = splits_and_dots(lloyd_like, x, c)
+    # x @ c.T splits x as A; w.T @ x splits it as B (its columns): two layouts
+    assert [(p, e.params["side"]) for p, e in splits] == [("", "lhs"), ("", "rhs")]
+    assert sorted((p, e.params["presplit"]) for p, e in dots) == [("/scan", "lhs"), ("/scan", "rhs")]
+
+
+def test_switch_off_and_cases_that_are_not_split(data, monkeypatch):
+    q, db = data
+    monkeypatch.setenv(hoist.SWITCH, "0")
+    assert splits_and_dots(search, q, db)[0] == []
+    monkeypatch.delenv(hoist.SWITCH)
+    for scheme in ("fp32", "bf16", "auto", "int8_l2"):  # one slice, composite, int8: no slice path to feed
+        assert splits_and_dots(search, q, db, scheme=scheme)[0] == [], scheme
+    assert splits_and_dots(search, q, db, backend="xla")[0] == []  # the xla backend splits for itself
+    # both operands change in every iteration: nothing to hoist
+    assert splits_and_dots(lambda q, db: jax.lax.map(lambda qc: qc @ qc.T, q.reshape(4, -1, 96)), q, db)[0] == []
+    # an exact operand (a one-hot) takes the one-slice variant: not split ahead
+    onehot = lambda lab, x: jax.lax.map(lambda l: jax.nn.one_hot(l, 64).T @ x, lab.reshape(4, -1))
+    assert splits_and_dots(onehot, jnp.arange(256) % 64, db[:64])[0] == []
+
+
+@pytest.mark.parametrize("scheme", ["fp16x3", "bf16x6"])
+def test_the_product_reads_what_it_would_have_split(data, scheme, monkeypatch):
+    """presplit_operand gives split_operands' own arrays, for A and for B
+    (as the rows of B^T where x @ y.T makes that free), XLA's split standing
+    in for the split kernel on the CPU (the same bits: test_fused_layout)."""
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT", "0")
+    q, db = data
+    s = get_scheme(scheme)
+    a, b = q[None], db.T[None]
+    for rows_free in (False, True):
+        from jaxemu import backends
+        with backends.b_rows_free(rows_free):
+            own = cuda_fused.split_operands(a, b, s)
+            ahead = (cuda_fused.presplit_operand(a, s, "lhs", kernels=True),
+                     cuda_fused.presplit_operand(b, s, "rhs", kernels=False))
+            given = cuda_fused.split_operands(a, b, s, presplit=ahead)
+        for mine, theirs in zip(jax.tree_util.tree_leaves(own), jax.tree_util.tree_leaves(given)):
+            assert mine.shape == theirs.shape and mine.dtype == theirs.dtype
+            np.testing.assert_array_equal(np.atleast_1d(mine).view(np.uint8), np.atleast_1d(theirs).view(np.uint8))
+        for (sl, e, amax), side, x in zip(ahead, ("lhs", "rhs"), (a, b)):
+            rows = x.shape[1] if side == "lhs" else x.shape[2]
+            want = cuda_fused.presplit_shapes(s, 1, rows, 96)
+            assert [(w.shape, w.dtype) for w in want] == [(sl.shape, sl.dtype), (e.shape, e.dtype),
+                                                          (amax.shape, amax.dtype)]
+
+
+def _both(f, *args, transform=lambda g: g, what=""):
+    """f emulated (fp16x3) with and without the hoisting, under ``transform``."""
+    import os
+    outs = []
+    for on in ("1", "0"):
+        os.environ[hoist.SWITCH] = on
+        try:
+            outs.append(jax.jit(transform(jaxemu.emulate(f, scheme="fp16x3")))(*args))
+        finally:
+            del os.environ[hoist.SWITCH]
+    return outs
+
+
+def _same(x, y, what):
+    for a, b in zip(jax.tree_util.tree_leaves(x), jax.tree_util.tree_leaves(y)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=what)
+
+
+def test_same_results_under_jit_grad_vmap_jvp(data):
+    q, db = data
+    x, c = db, db[:64]
+    _same(*_both(search, q, db), what="search")
+    _same(*_both(lloyd_like, x, c), what="lloyd")
+    # gradients: the tangent products split for themselves
+    _same(*_both(lambda q, db: jnp.sum(search(q, db)), q, db, transform=lambda g: jax.grad(g, argnums=(0, 1))),
+          what="grad search")
+    _same(*_both(lambda x, c: jnp.sum(lloyd_like(x, c) ** 2), x, c,
+                 transform=lambda g: jax.grad(g, argnums=(0, 1))), what="grad lloyd")
+    # vmap over the queries (the split stays) and over the database (dropped)
+    qs, dbs = jnp.stack([q, -q]), jnp.stack([db, 0.5 * db])
+    _same(*_both(search, qs, db, transform=lambda g: jax.vmap(g, in_axes=(0, None))), what="vmap queries")
+    _same(*_both(search, q, dbs, transform=lambda g: jax.vmap(g, in_axes=(None, 0))), what="vmap database")
+    _same(*_both(search, q, db, transform=lambda g: lambda q, db: jax.jvp(g, (q, db), (q, db))), what="jvp")
+    # and the result is the scheme's: within FP32's reach of float64
+    out = _both(search, q, db)[0]
+    q64, db64 = np.asarray(q, np.float64), np.asarray(db, np.float64)
+    ref = np.max((2 * (q64 @ db64.T) - np.sum(db64 * db64, axis=1)).reshape(4, 64, -1), axis=2).reshape(4, 64)
+    np.testing.assert_allclose(np.asarray(out, np.float64), ref, rtol=0, atol=1e-4 * np.abs(ref).max())
+
+
+def test_where_no_kernel_reads_it_xla_deletes_the_split(data, monkeypatch):
+    """On the CPU the split made ahead is dead code: the compiled program
+    holds the same instructions with and without it (none of the slice
+    layout's arrays)."""
+    import re
+    q, db = data
+    kinds = {}
+    for on in ("1", "0"):
+        monkeypatch.setenv(hoist.SWITCH, on)
+        lowered = jax.jit(jaxemu.emulate(search, scheme="fp16x3")).lower(q, db)
+        assert ("tensor<1x2048x2x2x64xf16>" in lowered.as_text()) == (on == "1")  # bound, then deleted
+        hlo = lowered.compile().as_text()
+        kinds[on] = sorted(re.findall(r"= ([a-z0-9]+\[[0-9,]*\])", hlo))
+        assert "f16[1,2048,2,2,64]" not in hlo  # (the database's slices: 2048 rows, 2 K-tiles, 2 slices)
+    assert kinds["1"] == kinds["0"]
