@@ -808,7 +808,7 @@ def _choose(candidates, a, b, test: DataTest, product: Callable, platform: str, 
 
 
 def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xla",
-             split: Optional[SplitProduct] = None, exact=(False, False)):
+             split: Optional[SplitProduct] = None, exact=(False, False), presplit=(None, None)):
     """The auto scheme on canonical f32 operands a (B, M, K), b (B, K, N)
     (may contain NaN/Inf). ``product(a, b, scheme)`` is the backends'
     concrete product (jaxemu.backends.product_for), ``backend`` the name of
@@ -818,7 +818,9 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     (the same numbers, a smaller program), or None: each product on its own;
     ``exact``: operands known to hold small integers (jaxemu_dot's flags):
     the float schemes run their one-slice variants (the same result for
-    fewer products), costed and tested as such."""
+    fewer products), costed and tested as such; ``presplit``: an operand's
+    fp16x3 split made ahead (outside a loop, jaxemu/hoist.py), which
+    fp16x3 reads where auto runs it (the backends' Product protocol)."""
     bsz, m, k = a.shape
     n = b.shape[2]
     kernels = None if backend == "xla" else backends.stats_for(s, platform)
@@ -830,8 +832,9 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
         def product(a, b, sc, scales=None, fits=False):
             return full_product(_wide(a), _wide(b), exact_variant(sc, exact), scales, fits)
     pl = plan(bsz, m, n, k, s, platform, backend, exact=exact)
+    ahead = {} if presplit == (None, None) else {"presplit": presplit}
     if pl.static:
-        return product(a, b, get_scheme(pl.static))
+        return product(a, b, get_scheme(pl.static), **(ahead if pl.static == "fp16x3" else {}))
     # An exact operand enters the test and the conditional in 16 bits (exact:
     # |x| <= 256), in the slice format of the fastest candidate: an operand of
     # a conditional is written to memory whichever branch runs, in float32
@@ -853,18 +856,18 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     # H100, docs/performance.md, stop 27).
     index = jnp.where(test.fp16x3_ok, jnp.where(test.st.fits(k), 2, 1), 0).astype(jnp.int32)
 
-    def refused(a, b, st, computed):
+    def refused(a, b, st, computed, ahead):
         return _choose(rest, a, b, test.like(st).resume(computed), product, platform, split)
 
     # fp16x3 takes its row scaling from the test's maxima (the same
     # exponents): one pass over each operand fewer than on its own.
     fp = get_scheme("fp16x3")
 
-    def fp16x3(a, b, st, computed, fits=False):
-        return product(a, b, fp, backends.row_scales(st.a_max, st.b_max), fits)
+    def fp16x3(a, b, st, computed, ahead, fits=False):
+        return product(a, b, fp, backends.row_scales(st.a_max, st.b_max), fits, **ahead)
 
     return xla.one_of(index, [refused, fp16x3, functools.partial(fp16x3, fits=True)],
-                      (a, b, test.st, test.computed()), xla.product_shape(a, b))
+                      (a, b, test.st, test.computed(), ahead), xla.product_shape(a, b))
 
 
 def _wide(x):

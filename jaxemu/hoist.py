@@ -14,7 +14,8 @@ the same slices it would have made (tests/test_hoist.py).
 Only where the product would read them: an operand that is one of the
 scan's consts as it is (after emulate folds a transpose into the dot), a
 concrete multi-slice float scheme on the cuda backend's slice path
-(cuda_fused.presplit_pays), no exact operand, no explicit sharding, not
+(cuda_fused.presplit_pays), or auto (its fp16x3 branch reads fp16x3's split;
+auto's statistics of the operand are still taken in the loop), no exact operand, no explicit sharding, not
 backend="xla". (Decided when emulate rewrites, before the platform is
 known: on a platform without the kernels the split is XLA's and no product
 reads it, so XLA deletes it; the compiled CPU program is the same.) Not
@@ -33,16 +34,26 @@ from . import _compat, _sharding
 from .backends import cuda_fused, switches
 from .dims import dot_shape
 from .primitive import jaxemu_dot_p, jaxemu_split_p
-from .schemes import FloatSplit
+from .schemes import Auto, FloatSplit, get_scheme
 
 SWITCH = switches.variable("hoist_splits")
+
+
+def split_scheme(s):
+    """The concrete scheme whose split a product of scheme ``s`` reads: its
+    own (a float scheme), fp16x3's for auto (its first choice, which its
+    fp16x3 branch runs on the split; the other branches split for
+    themselves), else None."""
+    if isinstance(s, FloatSplit):
+        return s
+    return get_scheme("fp16x3") if isinstance(s, Auto) else None
 
 
 def _side(eqn, consts) -> str:
     """The operand of a body's jaxemu_dot to split ahead ("lhs", "rhs") or ""."""
     p = eqn.params
-    s = p["scheme"]
-    if p["presplit"] or p["backend"] == "xla" or not isinstance(s, FloatSplit) or any(p["exact"]):
+    s = split_scheme(p["scheme"])
+    if p["presplit"] or p["backend"] == "xla" or s is None or any(p["exact"]):
         return ""
     lhs, rhs = eqn.invars
     if any(isinstance(v, _compat.Literal) for v in (lhs, rhs)):
@@ -78,7 +89,7 @@ def split_invariant_operands(eqn) -> Tuple[List, object]:
         v = e.invars[0 if side == "lhs" else 1]
         p = e.params
         params = dict(side=side, shapes=(tuple(e.invars[0].aval.shape), tuple(e.invars[1].aval.shape)),
-                      dimension_numbers=p["dimension_numbers"], scheme=p["scheme"])
+                      dimension_numbers=p["dimension_numbers"], scheme=split_scheme(p["scheme"]))
         avals = jaxemu_split_p.abstract_eval(v.aval, **params)[0]
         outer = [_compat.new_var(a) for a in avals]
         inner = [_compat.new_var(a) for a in avals]

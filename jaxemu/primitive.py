@@ -203,13 +203,14 @@ def impl(lhs, rhs, *split, dimension_numbers, scheme, out_dtype, backend, out_sh
     ds = dot_shape(lhs.shape, rhs.shape, dimension_numbers)
     a, b = canonicalize(lhs, rhs, ds)
     product = backends.product_for(platform, backend)
+    pre = {"": (None, None), "lhs": (tuple(split), None), "rhs": (None, tuple(split))}[presplit]
     with backends.b_rows_free(rhs_k_minor(ds)):
         if scheme.parts != (scheme,):  # composite: auto, above the backends
             runs_on = "xla" if backend == "xla" else backends.backend_for(scheme, platform)
             c = auto.auto_dot(a, b, scheme, platform, product, runs_on,
-                              split=backends.split_product_for(scheme, platform, backend), exact=exact)
+                              split=backends.split_product_for(scheme, platform, backend), exact=exact,
+                              presplit=pre)
         elif presplit:
-            pre = (tuple(split), None) if presplit == "lhs" else (None, tuple(split))
             c = product(a, b, with_exact(scheme, exact, platform, backend), presplit=pre)
         else:
             c = product(a, b, with_exact(scheme, exact, platform, backend))
