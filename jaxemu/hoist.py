@@ -14,9 +14,9 @@ the same slices it would have made (tests/test_hoist.py).
 Only where the product would read them: an operand that is one of the
 scan's consts as it is (after emulate folds a transpose into the dot), a
 concrete multi-slice float scheme on the cuda backend's slice path
-(cuda_fused.presplit_pays), or auto (its fp16x3 branch reads fp16x3's split;
-auto's statistics of the operand are still taken in the loop), no exact operand, no explicit sharding, not
-backend="xla". (Decided when emulate rewrites, before the platform is
+(cuda_fused.presplit_pays), or auto (its fp16x3 branch reads fp16x3's
+split; auto's statistics of the operand are still taken in the loop); no
+exact operand, no explicit sharding, not backend="xla". (Decided when emulate rewrites, before the platform is
 known: on a platform without the kernels the split is XLA's and no product
 reads it, so XLA deletes it; the compiled CPU program is the same.) Not
 yet: while loops, and an operand that the body derives from a const (a
@@ -25,6 +25,12 @@ nested jit. JAXEMU_CUDA_HOIST_SPLITS=0 turns it off (backends/switches.py).
 kNN's search (8192 x 1M x 128) and k-means (1M x 256, 1024 centres) under
 fp16x3 on an H200: 31.6 -> 30.4 ms and 206.5 -> 192.6 ms
 (docs/performance.md, stop 39).
+
+Memory: the split lives through the whole loop where it was made and
+freed in each iteration (k-means' points split as A and as B: about two
+more copies of the points, in 16-bit slices, while the loop runs); auto's
+fp16x3 split is made even where auto then refuses fp16x3 in every
+iteration. Tangent and cotangent products split for themselves.
 """
 from __future__ import annotations
 
@@ -90,11 +96,11 @@ def split_invariant_operands(eqn) -> Tuple[List, object]:
         p = e.params
         params = dict(side=side, shapes=(tuple(e.invars[0].aval.shape), tuple(e.invars[1].aval.shape)),
                       dimension_numbers=p["dimension_numbers"], scheme=split_scheme(p["scheme"]))
-        avals = jaxemu_split_p.abstract_eval(v.aval, **params)[0]
-        outer = [_compat.new_var(a) for a in avals]
-        inner = [_compat.new_var(a) for a in avals]
+        x = eqn.invars[consts[v]]
+        outer = [_compat.new_var(a) for a in jaxemu_split_p.abstract_eval(x.aval, **params)[0]]
+        inner = [_compat.new_var(a) for a in jaxemu_split_p.abstract_eval(v.aval, **params)[0]]
         # (the dot's equation as a template: its source line, context, no effects)
-        ahead.append(e.replace(primitive=jaxemu_split_p, invars=[eqn.invars[consts[v]]], outvars=outer,
+        ahead.append(e.replace(primitive=jaxemu_split_p, invars=[x], outvars=outer,
                                params=params))
         outer_in += outer
         body_in += inner

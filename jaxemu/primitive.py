@@ -89,8 +89,9 @@ def _batch_rule(args, dims, *, dimension_numbers, out_sharding, presplit, **para
     params = dict(params, presplit=presplit)
     (lc, rc), (lb, rb) = dimension_numbers
     nb = len(lb)
-    if lbd is None and rbd is None:  # (only a split was mapped: it never is)
-        return bind(lhs, rhs, *split, dimension_numbers=dimension_numbers, **params), None  # (not mapped)
+    if lbd is None and rbd is None:  # (only a split was mapped, which its rule never does: drop it)
+        params = dict(params, presplit="")
+        return bind(lhs, rhs, dimension_numbers=dimension_numbers, **params), None  # (not mapped)
     if lbd is not None and rbd is not None:
         lhs = jnp.moveaxis(lhs, lbd, 0)
         rhs = jnp.moveaxis(rhs, rbd, 0)
@@ -332,8 +333,9 @@ def _split_shapes(side, shapes, dimension_numbers, scheme):
 
 
 def _split_abstract_eval(x, *, side, shapes, dimension_numbers, scheme):
+    # (x's other properties kept: the mesh axes it varies over, in shard_map)
     _, outs = _split_shapes(side, shapes, dimension_numbers, scheme)
-    return [_compat.ShapedArray(o.shape, o.dtype) for o in outs]
+    return [x.update(shape=o.shape, dtype=o.dtype, weak_type=False) for o in outs]
 
 
 def _split_impl(x, *, side, shapes, dimension_numbers, scheme, platform="generic"):
@@ -351,8 +353,8 @@ def _split_batch_rule(args, dims, **params):
     """A mapped operand: the products that read this split drop it
     (``_batch_rule``) and split for themselves, so its value is not needed:
     zeros of the unmapped shapes, which XLA deletes as dead code."""
-    return [jnp.zeros(a.shape, a.dtype) for a in _split_abstract_eval(None, **params)], \
-        [None] * 3  # (not mapped)
+    _, outs = _split_shapes(**params)
+    return [jnp.zeros(o.shape, o.dtype) for o in outs], [None] * 3  # (not mapped)
 
 
 def _split_jvp(primals, tangents, **params):
@@ -362,10 +364,19 @@ def _split_jvp(primals, tangents, **params):
     return out, [_compat.zero_tangent(o) for o in out]
 
 
+def _split_transpose(cts, x, **params):
+    """Where x is a linear input (jax.linear_transpose; custom_linear_solve
+    transposes its matvec, as bicgstab and gmres do), the split is no part
+    of the linear map: its products take their cotangents from x itself
+    (the dot's transposes give the split none), so it passes none back."""
+    return [None]
+
+
 jaxemu_split_p.def_impl(functools.partial(_compat.apply_primitive, jaxemu_split_p))
 jaxemu_split_p.def_abstract_eval(_split_abstract_eval)
 batching.primitive_batchers[jaxemu_split_p] = _split_batch_rule
 ad.primitive_jvps[jaxemu_split_p] = _split_jvp
+ad.primitive_transposes[jaxemu_split_p] = _split_transpose
 for _platform in ("generic", "cpu", "cuda"):
     mlir.register_lowering(
         jaxemu_split_p,
