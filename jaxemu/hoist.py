@@ -16,9 +16,10 @@ scan's consts as it is (after emulate folds a transpose into the dot), a
 concrete multi-slice float scheme on the cuda backend's slice path
 (cuda_fused.presplit_pays), or auto (its fp16x3 branch reads fp16x3's
 split; auto's statistics of the operand are still taken in the loop); no
-exact operand, no explicit sharding, not backend="xla". (Decided when emulate rewrites, before the platform is
-known: on a platform without the kernels the split is XLA's and no product
-reads it, so XLA deletes it; the compiled CPU program is the same.) Not
+exact operand, no explicit sharding, not backend="xla". (Decided when
+emulate rewrites, before the platform is known: on a platform without the
+kernels the split is XLA's and no product reads it, so XLA deletes it; the
+compiled CPU program is the same.) Not
 yet: while loops, and an operand that the body derives from a const (a
 slice, a transpose that does not fold) or that reaches the dot through a
 nested jit. JAXEMU_CUDA_HOIST_SPLITS=0 turns it off (backends/switches.py).
