@@ -552,3 +552,19 @@ def test_auto_program_stays_within_a_few_candidates():
         with jax.default_matmul_precision("highest"):
             return len(jax.jit(jaxemu.emulate(f, scheme=scheme)).lower(*args).as_text())
     assert size(AUTO) <= 8 * (size("fp16x3") + size("bf16x6"))
+
+
+@pytest.mark.parametrize("shape", [(2, 64, 48), (1, 3, 5)])
+def test_one_of_returns_the_chosen_branch_in_rows_of_fixed_length(shape):
+    """xla.one_of: each branch's C leaves the conditional in rows of
+    ONE_OF_ROW values (one layout for every branch), flat where its size is
+    not a multiple; the caller gets the chosen branch's C, bit for bit."""
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal(shape), jnp.float32)
+    branches = [lambda x: x * 3.0, lambda x: jnp.sin(x), lambda x: x[:, ::-1, :] - 1.0]
+    f = jax.jit(lambda i, x: xla.one_of(i, branches, (x,), shape))
+    for i, g in enumerate(branches):
+        np.testing.assert_array_equal(np.asarray(f(i, x)), np.asarray(g(x)))
+    size = int(np.prod(shape))
+    inner = f"{size // xla.ONE_OF_ROW}x{xla.ONE_OF_ROW}xf32" if size % xla.ONE_OF_ROW == 0 else f"{size}xf32"
+    assert f"tensor<{inner}>" in f.lower(0, x).as_text()  # the conditional's result

@@ -645,12 +645,23 @@ def product_shape(a, b):
 
 def one_of(index, branches, operands, shape):
     """lax.switch(index, branches, *operands) for branches that return C of
-    ``shape`` (B, M, N), each returning it as a flat vector, shaped back
-    after the switch. A conditional's result has one layout for all its
-    branches; XLA on the GPU made it (B, M, N) with M minor (as some cuBLAS
-    calls of another branch write C), and the branch that ran then
-    transposed its C inside the branch and the conditional's C again after
-    it: 0.37 ms of 6.3 at 8192^3 on an H100 (auto's conditional,
-    docs/performance.md, stop 27). A vector has one layout."""
-    flat = [lambda *ops, f=f: f(*ops).reshape(-1) for f in branches]
+    ``shape`` (B, M, N), each returning it in rows of ONE_OF_ROW values
+    (flat where its size is not a multiple), shaped back after the switch.
+    A conditional's result has one layout for all its branches; XLA on the
+    GPU made it (B, M, N) with M minor (as some cuBLAS calls of another
+    branch write C), and the branch that ran then transposed its C inside
+    the branch and the conditional's C again after it: 0.37 ms of 6.3 at
+    8192^3 on an H100 (auto's conditional, docs/performance.md, stop 27);
+    as (B * M, N) too (two transposes after it at 8192^3: 5.72 against
+    5.43 ms, H200, stop 40). Rows of a fixed length keep the row-major
+    layout (8192^3: 5.33 ms, as flat). Not one flat vector: XLA's reduction
+    over C read from the conditional's vector ran at 3.7 TB/s (kNN's group
+    maxima, 2048 x 2^20 per chunk: 2.34 ms; 2.03 from rows of 1024, 2.00
+    from (B * M, N); H200, stop 40, scripts/kernel_timeline.py)."""
+    size = int(np.prod(shape))
+    out = (-1, ONE_OF_ROW) if size % ONE_OF_ROW == 0 else (-1,)
+    flat = [lambda *ops, f=f: f(*ops).reshape(out) for f in branches]
     return lax.switch(index, flat, *operands).reshape(shape)
+
+
+ONE_OF_ROW = 1024  # (one_of)
