@@ -105,9 +105,14 @@ def rhs_k_minor(ds: DotShape) -> bool:
 
 def canonicalize(lhs, rhs, ds: DotShape):
     """(lhs, rhs) -> (a: (B, M, K), b: (B, K, N)), with jnp/np transposes and reshapes."""
-    a = lhs.transpose(ds.lhs_perm).reshape(ds.b, ds.m, ds.k)
-    b = rhs.transpose(ds.rhs_perm).reshape(ds.b, ds.k, ds.n)
-    return a, b
+    return canonical_side(lhs, ds, "lhs"), canonical_side(rhs, ds, "rhs")
+
+
+def canonical_side(x, ds: DotShape, side: str):
+    """One operand of ``canonicalize``: lhs -> (B, M, K), rhs -> (B, K, N)."""
+    if side == "lhs":
+        return x.transpose(ds.lhs_perm).reshape(ds.b, ds.m, ds.k)
+    return x.transpose(ds.rhs_perm).reshape(ds.b, ds.k, ds.n)
 
 
 def matmul_dimension_numbers(lhs_ndim: int, rhs_ndim: int) -> DimensionNumbers:

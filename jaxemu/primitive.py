@@ -38,7 +38,7 @@ from jax.interpreters import ad, batching, mlir
 
 from . import _compat, _sharding, auto, backends
 from .backends import cuda_fused
-from .dims import canonicalize, dot_shape, rhs_k_minor
+from .dims import canonical_side, canonicalize, dot_shape, rhs_k_minor
 from .schemes import NativeFP32, exact_variant
 
 BACKENDS = ("default", "xla", "cuda")
@@ -90,8 +90,7 @@ def _batch_rule(args, dims, *, dimension_numbers, out_sharding, presplit, **para
     (lc, rc), (lb, rb) = dimension_numbers
     nb = len(lb)
     if lbd is None and rbd is None:  # (only a split was mapped, which its rule never does: drop it)
-        params = dict(params, presplit="")
-        return bind(lhs, rhs, dimension_numbers=dimension_numbers, **params), None  # (not mapped)
+        return bind(lhs, rhs, dimension_numbers=dimension_numbers, **dict(params, presplit="")), None
     if lbd is not None and rbd is not None:
         lhs = jnp.moveaxis(lhs, lbd, 0)
         rhs = jnp.moveaxis(rhs, rbd, 0)
@@ -340,10 +339,7 @@ def _split_abstract_eval(x, *, side, shapes, dimension_numbers, scheme):
 
 def _split_impl(x, *, side, shapes, dimension_numbers, scheme, platform="generic"):
     ds, _ = _split_shapes(side, shapes, dimension_numbers, scheme)
-    if side == "lhs":
-        c = x.transpose(ds.lhs_perm).reshape(ds.b, ds.m, ds.k)
-    else:
-        c = x.transpose(ds.rhs_perm).reshape(ds.b, ds.k, ds.n)
+    c = canonical_side(x, ds, side)
     kernels = platform == "cuda" and backends.handles(scheme, platform)
     with backends.b_rows_free(rhs_k_minor(ds)):  # B's layout as the product will see it
         return list(cuda_fused.presplit_operand(c, scheme, side, kernels))

@@ -37,8 +37,9 @@ from . import xla
 # fits: True where the caller has established that a and b are finite and xla.product_fits
 # holds (auto's data test has the statistics): the product then skips FP32's special-value
 # conditional (xla.fp32_special_values), whose predicate costs a device-to-host copy on GPUs.
-# A backend's product may also take presplit=(A's, B's): an operand's split made ahead of
-# the product, outside a loop (jaxemu/hoist.py; cuda_fused.presplit_operand), or None.
+# A registered backend's product also takes presplit=(A's, B's) (default (None, None)): an
+# operand's split made ahead of the product, outside a loop (jaxemu/hoist.py;
+# cuda_fused.presplit_operand), or None; the xla reference has no slice layout to read.
 Product = Callable
 
 # Whether the canonical b (B, K, N) being traced is a transpose of an array
@@ -218,7 +219,5 @@ def product_for(platform: str, backend: str = "default") -> Product:
         s = get_scheme(scheme)
         if not reg.handles(s):
             return reference(a, b, s, fits=fits)
-        if presplit == (None, None):
-            return reg.product(a, b, s, scales, fits)
         return reg.product(a, b, s, scales, fits, presplit)
     return product

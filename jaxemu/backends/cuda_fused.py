@@ -119,6 +119,11 @@ def tile_k(fmt: str) -> int:
     return 32 if fmt == "tf32" else 64
 
 
+def padded_k(k: int, s: FloatSplit) -> int:
+    """K rounded up to whole K-tiles of the scheme's slices (zeros past k)."""
+    return -(-k // tile_k(s.fmt)) * tile_k(s.fmt)
+
+
 def _weight_exponents(s: FloatSplit) -> List[int]:
     """Each product's weight 2^e (lo slices scaled by 2^-sb weigh 2^(-sb * level))."""
     return [-s.lo_scale_bits * (i + j) for i, j in s.products]
@@ -293,14 +298,16 @@ def exact_slices(x, s: FloatSplit, kp: int, transposed: bool = False):
     return sl, e, jnp.float32(EXACT_MAX)
 
 
-def _slices(x, s: FloatSplit, kp: int, transposed: bool = False, exact: bool = False, e=None):
+def _slices(x, s: FloatSplit, kp: int, transposed: bool = False, exact: bool = False, e=None,
+            kernel: bool = True):
     """The slices, row exponents and max |x| (``abs_max``) of x (L, rows, K)
     (or, ``transposed``, (L, K, rows)) as the kernel reads them: the split
     kernel's (the default; ``e``: the row exponents if known) or, with
-    JAXEMU_CUDA_SPLIT=0, XLA's; an ``exact`` operand's ``exact_slices``."""
+    JAXEMU_CUDA_SPLIT=0 or ``kernel`` False (no CUDA platform), XLA's (the
+    same bits); an ``exact`` operand's ``exact_slices``."""
     if exact:
         return exact_slices(x, s, kp, transposed)
-    if switches.enabled("split"):
+    if kernel and switches.enabled("split"):
         return slices_kernel(x, s, kp, transposed, e)
     return slices_xla(jnp.swapaxes(x, 1, 2) if transposed else x, s, kp) + (abs_max(x),)
 
@@ -340,7 +347,7 @@ def split_operands(a, b, s: FloatSplit, scales=None, presplit=(None, None)):
     exponents (ea, eb) if the caller has them (backends.row_scales);
     ``presplit``: an operand's split made ahead of the product (``presplit_operand``),
     or None."""
-    kp = -(-a.shape[2] // tile_k(s.fmt)) * tile_k(s.fmt)
+    kp = padded_k(a.shape[2], s)
     ea, eb = scales if scales is not None else (None, None)
     pa, pb = (_from_presplit(p) for p in presplit)
     return (pa or _slices(a, s, kp, exact=s.exact[0], e=ea),
@@ -378,12 +385,8 @@ def presplit_operand(x, s: FloatSplit, side: str, kernels: bool):
     (L, M, K) for side "lhs", (L, K, N) for "rhs"; ``kernels``: the split
     kernel may run (the cuda platform), else XLA's split (the same bits)."""
     k = x.shape[2] if side == "lhs" else x.shape[1]
-    kp = -(-k // tile_k(s.fmt)) * tile_k(s.fmt)
-    if kernels:
-        sl, e, amax = _slices(x, s, kp, transposed=side == "rhs")
-    else:
-        sl, e = slices_xla(jnp.swapaxes(x, 1, 2) if side == "rhs" else x, s, kp)
-        amax = abs_max(x)
+    kp = padded_k(k, s)
+    sl, e, amax = _slices(x, s, kp, transposed=side == "rhs", kernel=kernels)
     return sl, (jnp.zeros((0,), jnp.int32) if e is None else e), jnp.asarray(amax, jnp.float32).reshape(())
 
 
@@ -480,7 +483,7 @@ def device_specials(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bo
     JAXEMU_CUDA_DEVICE_SPECIALS not "0"."""
     if not switches.enabled("device_specials") or any(s.exact):
         return False
-    kp = -(-k // tile_k(s.fmt)) * tile_k(s.fmt)
+    kp = padded_k(k, s)
     return launch_config(m, n, kp, batch, s, sm_count()).splits == 1
 
 
