@@ -346,8 +346,16 @@ def _exact_bounds(x, side: int):
     return EXACT_MAX * one, one, EXACT_MAX * x.shape[side] * one, jnp.zeros(shape, jnp.float32)
 
 
+def column_stats(b, kernels: Optional[backends.StatsKernels] = None):
+    """Per column of canonical b (B, K, N), as ``operand_stats`` takes them:
+    (max |b|, min nonzero |b|, sum |b|, 1.0 where not finite), each (B, N),
+    by the backend's kernel or XLA's reductions. A function of B alone: for
+    a loop-invariant B, jaxemu/hoist.py takes them once, before the loop."""
+    return kernels.columns(b) if kernels else _side(_wide(b), 1)
+
+
 def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsKernels] = None,
-                  exact=(False, False)) -> Stats:
+                  exact=(False, False), b_stats=None) -> Stats:
     """The data test's statistics of canonical a (B, M, K), b (B, K, N): one
     pass over B (reductions over K), then one over A (reductions over K, the
     probe A v among them), plus a gather of one column of B. ``kernels``:
@@ -357,11 +365,12 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
     k-means update's 1024 x 1M: 11 ms against 3.3; docs/performance.md,
     stop 25). ``exact`` (with ``normwise`` False only: the probe needs the
     values): the sides known exact get their bounds (_exact_bounds), no
-    pass over them."""
+    pass over them. ``b_stats``: B's ``column_stats`` taken ahead (outside
+    a loop), or None."""
     a_in, b_in = a, b
     if not normwise:
         b_max, b_min, b_l1, b_bad = (_exact_bounds(b, 1) if exact[1] else
-                                     kernels.columns(b_in) if kernels else _side(_wide(b), 1))
+                                     b_stats if b_stats is not None else column_stats(b_in, kernels))
         a_max, a_min, a_l1, a_bad = (_exact_bounds(a, 2) if exact[0] else
                                      kernels.rows(a_in) if kernels else _side(_wide(a), 2))
         return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, a_bad=a_bad, b_bad=b_bad)
@@ -369,7 +378,7 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
         raise ValueError("operand_stats: exact bounds are for the range test alone (normwise=False)")
     a, b = _wide(a), _wide(b)  # (an exact operand may come in 16 bits)
     b0 = jnp.where(jnp.isfinite(b), b, 0.0)
-    b_max, b_min, b_l1, b_bad = kernels.columns(b_in) if kernels else _side(b, 1)
+    b_max, b_min, b_l1, b_bad = b_stats if b_stats is not None else column_stats(b_in, kernels)
     a0 = jnp.where(jnp.isfinite(a), a, 0.0)
     j = jnp.argmax(b_l1, axis=1)                                           # (B,)
     eb = exponent(jnp.max(b_l1, axis=1, initial=0.0))                      # (B,)
@@ -526,12 +535,13 @@ class DataTest:
 
     @classmethod
     def of(cls, a, b, s: Auto, exact=(False, False), kernels: Optional[backends.StatsKernels] = None,
-           ranges_only: bool = False) -> "DataTest":
+           ranges_only: bool = False, b_stats=None) -> "DataTest":
         """The test of a (B, M, K) x (B, K, N); ``ranges_only``: for the
         exponent ranges alone (bf16x6_ok, classes), with the bounds of an
-        exact operand instead of a pass over it (operand_stats)."""
+        exact operand instead of a pass over it (operand_stats); ``b_stats``:
+        B's column statistics taken ahead, or None."""
         st = operand_stats(a, b, normwise=s.criterion == "normwise" and not ranges_only, kernels=kernels,
-                           exact=exact if ranges_only else (False, False))
+                           exact=exact if ranges_only else (False, False), b_stats=b_stats)
         k = a.shape[2]
         return cls(st, (a.shape[1], k, b.shape[2]), s.criterion, exact,
                    kernels.probe_roundings(k) if kernels else None)
@@ -808,7 +818,7 @@ def _choose(candidates, a, b, test: DataTest, product: Callable, platform: str, 
 
 
 def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xla",
-             split: Optional[SplitProduct] = None, exact=(False, False), presplit=(None, None)):
+             split: Optional[SplitProduct] = None, exact=(False, False), presplit=(None, None), b_stats=None):
     """The auto scheme on canonical f32 operands a (B, M, K), b (B, K, N)
     (may contain NaN/Inf). ``product(a, b, scheme)`` is the backends'
     concrete product (jaxemu.backends.product_for), ``backend`` the name of
@@ -820,7 +830,10 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     the float schemes run their one-slice variants (the same result for
     fewer products), costed and tested as such; ``presplit``: an operand's
     fp16x3 split made ahead (outside a loop, jaxemu/hoist.py), which
-    fp16x3 reads where auto runs it (the backends' Product protocol)."""
+    fp16x3 reads where auto runs it (the backends' Product protocol);
+    ``b_stats``: B's ``column_stats`` taken ahead (jaxemu/hoist.py), read
+    where the backend's statistics kernels take them (elsewhere XLA's
+    reductions run here, as without it, and XLA deletes the hoisted ones)."""
     bsz, m, k = a.shape
     n = b.shape[2]
     kernels = None if backend == "xla" else backends.stats_for(s, platform)
@@ -844,7 +857,8 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     # ranges alone does not read it: ``ranges_only``.)
     narrow = _exact_format(pl.candidates, lambda c: costs.path_of(backend, c.scheme, (bsz, m, n, k), exact))
     a, b = (x.astype(narrow) if e else x for x, e in zip((a, b), exact))
-    test = DataTest.of(a, b, s, exact, kernels, pl.ranges_only)
+    ahead_stats = b_stats if kernels is not None and not exact[1] else None
+    test = DataTest.of(a, b, s, exact, kernels, pl.ranges_only, b_stats=ahead_stats)
     first, rest = pl.candidates[0], pl.candidates[1:]
     if not (first.scheme == "fp16x3" and not first.hybrid):
         return _choose(pl.candidates, a, b, test, product, platform, split)

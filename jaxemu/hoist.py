@@ -15,8 +15,14 @@ Only where the product would read them: an operand that is one of the
 scan's consts as it is (after emulate folds a transpose into the dot), a
 concrete multi-slice float scheme on the cuda backend's slice path
 (cuda_fused.presplit_pays), or auto (its fp16x3 branch reads fp16x3's
-split; auto's statistics of the operand are still taken in the loop); no
-exact operand, no explicit sharding, not backend="xla". (Decided when
+split); no exact operand, no explicit sharding, not backend="xla".
+auto's statistics of an invariant B (auto.column_stats: one pass over B
+per product, 131 us per chunk of kNN's 1M x 128 database on an H200) are
+taken ahead too, with or without its split, also where the other operand
+is exact (the k-means update, one-hot^T X, whose test reads X's columns in
+every iteration); those of A are not: auto's pass over A also takes the
+probe A v, v from B. That part is opt-in (JAXEMU_CUDA_HOIST_STATS=1) until
+a GPU run has passed its tests (backends/switches.py). (Decided when
 emulate rewrites, before the platform is known: on a platform without the
 kernels the split is XLA's and no product reads it, so XLA deletes it; the
 compiled CPU program is the same.) Not
@@ -77,10 +83,21 @@ def _side(eqn, consts) -> str:
     return sides[0] if sides else ""
 
 
+def _stats_ahead(eqn, consts) -> bool:
+    """Whether auto's column statistics of the body's jaxemu_dot's B (a
+    scan const, not exact) are taken ahead (module docstring)."""
+    p = eqn.params
+    lhs, rhs = eqn.invars
+    return (switches.enabled("hoist_stats") and isinstance(p["scheme"], Auto) and not p["presplit"] and p["backend"] != "xla" and not p["exact"][1]
+            and not isinstance(rhs, _compat.Literal) and rhs in consts
+            and _sharding.plan([lhs.aval, rhs.aval], None, p["dimension_numbers"]) is None)
+
+
 def split_invariant_operands(eqn) -> Tuple[List, object]:
     """(equations to run before ``eqn``, ``eqn`` itself or its replacement):
-    for a scan, the split of each loop-invariant dot operand of its body
-    (module docstring); any other equation is returned as it is."""
+    for a scan, the split of each loop-invariant dot operand of its body,
+    and auto's statistics of an invariant B (module docstring); any other
+    equation is returned as it is."""
     if eqn.primitive.name != "scan" or not switches.enabled("hoist_splits"):
         return [], eqn
     closed = eqn.params["jaxpr"]
@@ -89,14 +106,19 @@ def split_invariant_operands(eqn) -> Tuple[List, object]:
     consts = {v: i for i, v in enumerate(body.invars[:nc])}
     ahead, outer_in, body_in, body_eqns = [], [], [], []
     for e in body.eqns:
-        side = _side(e, consts) if e.primitive is jaxemu_dot_p else ""
-        if not side:
+        split_side = _side(e, consts) if e.primitive is jaxemu_dot_p else ""
+        # (auto's statistics of B with B's split or with none: one operand's work per product)
+        stats = e.primitive is jaxemu_dot_p and split_side != "lhs" and _stats_ahead(e, consts)
+        if not split_side and not stats:
             body_eqns.append(e)
             continue
+        side = split_side or "rhs"
         v = e.invars[0 if side == "lhs" else 1]
         p = e.params
         params = dict(side=side, shapes=(tuple(e.invars[0].aval.shape), tuple(e.invars[1].aval.shape)),
-                      dimension_numbers=p["dimension_numbers"], scheme=split_scheme(p["scheme"]))
+                      dimension_numbers=p["dimension_numbers"],
+                      scheme=split_scheme(p["scheme"]) if split_side else None,
+                      stats=p["scheme"] if stats else None)
         x = eqn.invars[consts[v]]
         outer = [_compat.new_var(a) for a in jaxemu_split_p.abstract_eval(x.aval, **params)[0]]
         inner = [_compat.new_var(a) for a in jaxemu_split_p.abstract_eval(v.aval, **params)[0]]

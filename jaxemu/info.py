@@ -44,7 +44,8 @@ def info() -> Info:
     devs = tuple(f"{d.device_kind} ({d.platform})" for d in jax.devices())
     note = "" if cuda.built() else (cuda.IMPORT_ERROR or "")
     model = costs.model_for(jax.devices()[0].device_kind, backends.backend_for("auto", platform))
-    kernels = {k: f"on ({var}=0 turns it off)" if on else f"off ({var}=0)"
+    kernels = {k: f"on ({var}=0 turns it off)" if on else
+               f"off ({var}=1 turns it on)" if k in switches.OPT_IN else f"off ({var}=0)"
                for k, (var, on) in switches.switches().items()} if cuda.built() else {}
     return Info(__version__, jax.__version__, cuda.built(), note, devs, platform,
                 {s: backends.backend_for(s, platform) for s in schemes()},

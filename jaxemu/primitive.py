@@ -16,14 +16,16 @@ Params (all hashable):
     scheme takes it as one slice (FloatSplit.with_exact): the same result,
     fewer slice products. Its tangent is zero; the other operand's is not,
     so the rules below keep the flag on the side it belongs to.
-  presplit: "" or "lhs" / "rhs": that operand's split, made ahead by the
-    ``jaxemu_split`` primitive (below), follows the two operands as three
-    more (slices, row exponents, max |x|: cuda_fused.presplit_operand).
-    emulate binds it for a scan's loop-invariant operand (jaxemu/hoist.py),
-    so the split runs once, outside the loop. A hint about work, never
-    about values: the product is the same with or without it, backends
-    that cannot use it ignore it, and the rules below drop it wherever
-    the operand it belongs to changes (batching, tangents, cotangents).
+  presplit: "" or "lhs" / "rhs": work on that operand made ahead by the
+    ``jaxemu_split`` primitive (below) follows the two operands as more
+    operands (``_ahead``): its split (slices, row exponents, max |x|:
+    cuda_fused.presplit_operand), then, for auto and B only, auto's column
+    statistics of it (auto.column_stats): 3, 4 or 7 arrays. emulate binds
+    it for a scan's loop-invariant operand (jaxemu/hoist.py), so that work
+    runs once, outside the loop. A hint about work, never about values:
+    the product is the same with or without it, backends that cannot use
+    it ignore it, and the rules below drop it wherever the operand it
+    belongs to changes (batching, tangents, cotangents).
 Operands are float32 (the public API promotes bf16/f16 exactly).
 """
 from __future__ import annotations
@@ -49,9 +51,10 @@ jaxemu_dot_p = _compat.Primitive("jaxemu_dot")
 def bind(lhs, rhs, *split, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, exact=(False, False),
          presplit=""):
     """Bind the primitive (operands already validated and float32; ``split``:
-    the ``presplit`` operand's split, from ``jaxemu_split``)."""
-    if bool(presplit) != bool(split) or presplit not in ("", "lhs", "rhs"):
-        raise ValueError(f"jaxemu_dot: presplit={presplit!r} with {len(split)} split arrays")
+    the work on the ``presplit`` operand made ahead, from ``jaxemu_split``)."""
+    if (presplit not in ("", "lhs", "rhs") or bool(presplit) != bool(split)
+            or (split and len(split) not in ((3,) if presplit == "lhs" else (3, 4, 7)))):
+        raise ValueError(f"jaxemu_dot: presplit={presplit!r} with {len(split)} arrays made ahead")
     return jaxemu_dot_p.bind(lhs, rhs, *split, dimension_numbers=dimension_numbers, scheme=scheme,
                              out_dtype=np.dtype(out_dtype), backend=backend, out_sharding=out_sharding,
                              exact=(bool(exact[0]), bool(exact[1])), presplit=presplit)
@@ -190,27 +193,36 @@ def with_exact(scheme, exact, platform: str, backend: str):
     return variant if backends.backend_for(variant, platform) == backends.backend_for(scheme, platform) else scheme
 
 
+def _ahead(split):
+    """(the split triple or None, auto's column statistics or None) of the
+    arrays made ahead (``presplit`` in the module docstring)."""
+    split = tuple(split)
+    return (split[:3] if len(split) in (3, 7) else None), (split[-4:] if len(split) in (4, 7) else None)
+
+
 def impl(lhs, rhs, *split, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, exact=(False, False),
          presplit="", platform="generic"):
     """The primitive in plain JAX: canonicalize, run the scheme's product
     (auto: its choice among concrete products), reshape. The fp32 scheme is
     dot_general itself at precision HIGHEST, on the operands as they are,
     so that emulating with it changes nothing where FP32 is the default.
-    ``split``: the ``presplit`` operand's split, passed to the product."""
+    ``split``: the work on the ``presplit`` operand made ahead (``_ahead``),
+    passed to the product and to auto's test."""
     if isinstance(scheme, NativeFP32):
         return lax.dot_general(lhs, rhs, dimension_numbers, precision=lax.Precision.HIGHEST,
                                preferred_element_type=jnp.float32).astype(out_dtype)
     ds = dot_shape(lhs.shape, rhs.shape, dimension_numbers)
     a, b = canonicalize(lhs, rhs, ds)
     product = backends.product_for(platform, backend)
-    pre = {"": (None, None), "lhs": (tuple(split), None), "rhs": (None, tuple(split))}[presplit]
+    triple, b_stats = _ahead(split)
+    pre = {"": (None, None), "lhs": (triple, None), "rhs": (None, triple)}[presplit]
     with backends.b_rows_free(rhs_k_minor(ds)):
         if scheme.parts != (scheme,):  # composite: auto, above the backends
             runs_on = "xla" if backend == "xla" else backends.backend_for(scheme, platform)
             c = auto.auto_dot(a, b, scheme, platform, product, runs_on,
                               split=backends.split_product_for(scheme, platform, backend), exact=exact,
-                              presplit=pre)
-        elif presplit:
+                              presplit=pre, b_stats=b_stats)
+        elif triple is not None:
             c = product(a, b, with_exact(scheme, exact, platform, backend), presplit=pre)
         else:
             c = product(a, b, with_exact(scheme, exact, platform, backend))
@@ -315,34 +327,48 @@ for _platform in ("cpu", "cuda"):
 # the scheme, the split kernel makes it; elsewhere XLA's split makes the same
 # values, which no product there reads (XLA deletes them as dead code).
 # Params: side ("lhs" / "rhs"), shapes (the dot's (lhs, rhs) shapes),
-# dimension_numbers, scheme (a concrete FloatSplit).
+# dimension_numbers, scheme (a concrete FloatSplit, or None: no split),
+# stats (an auto scheme, or None; side "rhs" only): auto's column statistics
+# of B (auto.column_stats: by the statistics kernels where they run auto's
+# test, else XLA's, which no test there reads), after the split's arrays.
 
 jaxemu_split_p = _compat.Primitive("jaxemu_split")
 jaxemu_split_p.multiple_results = True
 
 
-def bind_split(x, *, side, shapes, dimension_numbers, scheme):
+def bind_split(x, *, side, shapes, dimension_numbers, scheme, stats=None):
     return jaxemu_split_p.bind(x, side=side, shapes=tuple(tuple(int(d) for d in sh) for sh in shapes),
-                               dimension_numbers=dimension_numbers, scheme=scheme)
+                               dimension_numbers=dimension_numbers, scheme=scheme, stats=stats)
 
 
-def _split_shapes(side, shapes, dimension_numbers, scheme):
+def _split_shapes(side, shapes, dimension_numbers, scheme, stats=None):
     ds = dot_shape(*shapes, dimension_numbers)
-    return ds, cuda_fused.presplit_shapes(scheme, ds.b, ds.m if side == "lhs" else ds.n, ds.k)
+    if stats is not None and side != "rhs":
+        raise ValueError("jaxemu_split: auto's statistics are taken ahead for B only")
+    outs = () if scheme is None else cuda_fused.presplit_shapes(scheme, ds.b, ds.m if side == "lhs" else ds.n, ds.k)
+    if stats is not None:
+        outs += (jax.ShapeDtypeStruct((ds.b, ds.n), jnp.float32),) * 4
+    return ds, tuple(outs)
 
 
-def _split_abstract_eval(x, *, side, shapes, dimension_numbers, scheme):
+def _split_abstract_eval(x, *, side, shapes, dimension_numbers, scheme, stats=None):
     # (x's other properties kept: the mesh axes it varies over, in shard_map)
-    _, outs = _split_shapes(side, shapes, dimension_numbers, scheme)
+    _, outs = _split_shapes(side, shapes, dimension_numbers, scheme, stats)
     return [x.update(shape=o.shape, dtype=o.dtype, weak_type=False) for o in outs]
 
 
-def _split_impl(x, *, side, shapes, dimension_numbers, scheme, platform="generic"):
-    ds, _ = _split_shapes(side, shapes, dimension_numbers, scheme)
+def _split_impl(x, *, side, shapes, dimension_numbers, scheme, stats=None, platform="generic"):
+    ds, _ = _split_shapes(side, shapes, dimension_numbers, scheme, stats)
     c = canonical_side(x, ds, side)
-    kernels = platform == "cuda" and backends.handles(scheme, platform)
+    out = []
     with backends.b_rows_free(rhs_k_minor(ds)):  # B's layout as the product will see it
-        return list(cuda_fused.presplit_operand(c, scheme, side, kernels))
+        if scheme is not None:
+            kernels = platform == "cuda" and backends.handles(scheme, platform)
+            out += cuda_fused.presplit_operand(c, scheme, side, kernels)
+        if stats is not None:  # as auto_dot takes them (its ``kernels``)
+            on = backends.backend_for(stats, platform)
+            out += auto.column_stats(c, None if on == "xla" else backends.stats_for(stats, platform))
+    return list(out)
 
 
 def _split_batch_rule(args, dims, **params):
@@ -350,7 +376,7 @@ def _split_batch_rule(args, dims, **params):
     (``_batch_rule``) and split for themselves, so its value is not needed:
     zeros of the unmapped shapes, which XLA deletes as dead code."""
     _, outs = _split_shapes(**params)
-    return [jnp.zeros(o.shape, o.dtype) for o in outs], [None] * 3  # (not mapped)
+    return [jnp.zeros(o.shape, o.dtype) for o in outs], [None] * len(outs)  # (not mapped)
 
 
 def _split_jvp(primals, tangents, **params):

@@ -487,7 +487,8 @@ def test_a_loop_invariant_operand_is_split_once_before_the_loop(name, loop, monk
     same bits as splitting in every iteration. auto: fp16x3's split is made
     ahead and read where auto's plan for the shape runs fp16x3 first (at
     kNN's chunk shape it must: that is the case the hoisting is for); where
-    it does not, no product reads it and XLA deletes it."""
+    it does not, no product reads it and XLA deletes it; its statistics of
+    an invariant B are taken once, before the loop."""
     from jaxemu import auto, hoist
     from jaxemu.schemes import get_scheme
     rng = np.random.default_rng(5)
@@ -506,16 +507,21 @@ def test_a_loop_invariant_operand_is_split_once_before_the_loop(name, loop, monk
         reads = first == "fp16x3"
         assert reads or loop != "map_rhs", ("auto's plan at kNN's chunk shape", first, pl.reason)
     outs = {}
+    monkeypatch.setenv("JAXEMU_CUDA_HOIST_STATS", "1")  # (opt-in: auto's statistics of B too)
     for on in ("1", "0"):
         monkeypatch.setenv(hoist.SWITCH, on)
         g = jax.jit(jaxemu.emulate(f, scheme=name))
-        splits = outside_and_inside_loops(g.lower(q, db).compile().as_text(),
-                                          'custom_call_target="jaxemu_fused_split"')
+        hlo = g.lower(q, db).compile().as_text()
+        splits = outside_and_inside_loops(hlo, 'custom_call_target="jaxemu_fused_split"')
         outs[on] = np.asarray(g(q, db))
         # hoisted: the invariant operand's split before the loop, the other's in it
         # (auto: its other branches split for themselves, in the loop)
         if name == "auto":
             assert splits[0] == (1 if on == "1" and reads else 0), (name, on, splits)
+            # and its statistics of an invariant B (the database), by the row kernel on B^T
+            stats = [outside_and_inside_loops(hlo, f'custom_call_target="jaxemu_{k}_stats"') for k in ("row", "col")]
+            ahead = sum(o for o, _ in stats)
+            assert ahead == (1 if on == "1" and loop == "map_rhs" else 0), (name, on, loop, stats)
         else:
             assert splits == ((1, 1) if on == "1" else (0, 2)), (name, on, splits)
     np.testing.assert_array_equal(outs["1"].view(np.uint32), outs["0"].view(np.uint32))

@@ -10,7 +10,7 @@ import pytest
 
 import jaxemu
 from jaxemu import _compat, hoist
-from jaxemu.backends import cuda_fused
+from jaxemu.backends import cuda_fused, switches
 from jaxemu.schemes import get_scheme
 
 
@@ -48,6 +48,9 @@ def lloyd_like(x, c):
     return jax.lax.fori_loop(0, 3, step, c)
 
 
+STATS = switches.variable("hoist_stats")
+
+
 @pytest.fixture
 def data():
     rng = np.random.default_rng(7)
@@ -80,13 +83,66 @@ def test_the_invariant_operand_is_split_before_the_loop(data, scheme):
     assert splits[0][1].invars[0].aval.shape == db.shape
 
 
-def test_auto_gets_fp16x3s_split(data):
+def test_auto_gets_fp16x3s_split_and_its_statistics_of_b(data, monkeypatch):
     """auto's first choice is fp16x3, whose branch reads the split made
-    ahead; its other branches split for themselves."""
+    ahead; its other branches split for themselves. Its column statistics of
+    the invariant B come with the split (3 + 4 arrays after the operands),
+    where JAXEMU_CUDA_HOIST_STATS=1 (opt-in: backends/switches.py)."""
     q, db = data
     splits, dots = splits_and_dots(search, q, db, scheme="auto")
-    assert [(p, e.params["side"], e.params["scheme"].name) for p, e in splits] == [("", "rhs", "fp16x3")]
-    assert [(p, e.params["presplit"], e.params["scheme"].name) for p, e in dots] == [("/scan", "rhs", "auto")]
+    assert [e.params["stats"] for _, e in splits] == [None] and [len(e.invars) for _, e in dots] == [5]
+    monkeypatch.setenv(STATS, "1")
+    splits, dots = splits_and_dots(search, q, db, scheme="auto")
+    assert [(p, e.params["side"], e.params["scheme"].name, e.params["stats"].name)
+            for p, e in splits] == [("", "rhs", "fp16x3", "auto")]
+    assert [(p, e.params["presplit"], e.params["scheme"].name, len(e.invars))
+            for p, e in dots] == [("/scan", "rhs", "auto", 9)]
+    assert [tuple(v.aval.shape) for v in splits[0][1].outvars[3:]] == [(1, 2048)] * 4  # (B, N)
+
+
+def test_auto_takes_the_statistics_of_an_invariant_b_beside_an_exact_a(data, monkeypatch):
+    """The k-means update's shape (one-hot^T X, X the scan's const): no
+    split ahead (an exact operand), but auto's statistics of X are; the
+    points as A (x @ c.T) get their split and no statistics (auto's pass
+    over A also takes the probe A v, with v from the centres)."""
+    x, _ = data
+    c = x[:64]
+    monkeypatch.setenv(STATS, "1")
+
+    def lloyd_onehot(x, c):
+        def step(i, c):
+            lab = jnp.argmin(-2.0 * (x @ c.T) + jnp.sum(c * c, axis=1), axis=1)
+            onehot = jax.nn.one_hot(lab, c.shape[0])
+            return (onehot.T @ x) / (jnp.sum(onehot, axis=0)[:, None] + 1.0)
+        return jax.lax.fori_loop(0, 3, step, c)
+    splits, dots = splits_and_dots(lloyd_onehot, x, c, scheme="auto")
+    got = sorted((e.params["side"], getattr(e.params["scheme"], "name", None), getattr(e.params["stats"], "name", None))
+                 for _, e in splits)
+    assert got == [("lhs", "fp16x3", None), ("rhs", None, "auto")]
+    assert sorted((e.params["presplit"], len(e.invars), e.params["exact"]) for _, e in dots) == \
+        [("lhs", 5, (False, False)), ("rhs", 6, (True, False))]
+    # the same bits with and without (on the CPU no test reads them: XLA's
+    # reductions run in the loop, and XLA deletes the statistics made ahead)
+    _same(*_both(lloyd_onehot, x, c, scheme="auto"), what="update, auto")
+
+
+def test_statistics_made_ahead_give_auto_the_same_test(data):
+    """auto's data test with B's column statistics given (as hoisted) is
+    the test it takes itself: every quantity bit for bit."""
+    from jaxemu import auto
+    q, db = data
+    a, b = q[None], db.T[None]
+    s = get_scheme("auto")
+    for ranges_only in (False, True):
+        own = auto.DataTest.of(a, b, s, ranges_only=ranges_only)
+        given = auto.DataTest.of(a, b, s, ranges_only=ranges_only, b_stats=auto.column_stats(b))
+        for x, y in zip(own.st, given.st):
+            assert (x is None) == (y is None)
+            if x is not None:
+                np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+        assert bool(own.bf16x6_ok) == bool(given.bf16x6_ok)
+        if not ranges_only:
+            np.testing.assert_array_equal(np.asarray(own.normwise_ratio), np.asarray(given.normwise_ratio))
 
 
 def test_the_points_of_a_fori_loop_are_split_before_it(data):
@@ -167,8 +223,9 @@ def _same(x, y, what):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6, err_msg=what)
 
 
-def test_same_results_under_jit_grad_vmap_jvp(data):
+def test_same_results_under_jit_grad_vmap_jvp(data, monkeypatch):
     q, db = data
+    monkeypatch.setenv(STATS, "1")  # (auto's statistics of B too)
     x, c = db, db[:64]
     _same(*_both(search, q, db), what="search")
     _same(*_both(lloyd_like, x, c), what="lloyd")
@@ -192,16 +249,18 @@ def test_same_results_under_jit_grad_vmap_jvp(data):
 
 @pytest.mark.skipif(jax.default_backend() != "cpu",
                     reason="on a GPU the kernel reads the split (tests/test_cuda.py counts it)")
-def test_where_no_kernel_reads_it_xla_deletes_the_split(data, monkeypatch):
-    """On the CPU the split made ahead is dead code: the compiled program
-    holds the same instructions with and without it (none of the slice
-    layout's arrays)."""
+@pytest.mark.parametrize("scheme", ["fp16x3", "auto"])
+def test_where_no_kernel_reads_it_xla_deletes_the_split(data, monkeypatch, scheme):
+    """On the CPU the split made ahead (auto: and its statistics of B) is
+    dead code: the compiled program holds the same instructions with and
+    without it (none of the slice layout's arrays)."""
     import re
     q, db = data
+    monkeypatch.setenv(STATS, "1")
     kinds = {}
     for on in ("1", "0"):
         monkeypatch.setenv(hoist.SWITCH, on)
-        lowered = jax.jit(jaxemu.emulate(search, scheme="fp16x3")).lower(q, db)
+        lowered = jax.jit(jaxemu.emulate(search, scheme=scheme)).lower(q, db)
         assert ("tensor<1x2048x2x2x64xf16>" in lowered.as_text()) == (on == "1")  # bound, then deleted
         hlo = lowered.compile().as_text()
         kinds[on] = sorted(re.findall(r"= ([a-z0-9]+\[[0-9,]*\])", hlo))
