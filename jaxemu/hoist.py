@@ -88,7 +88,8 @@ def _stats_ahead(eqn, consts) -> bool:
     scan const, not exact) are taken ahead (module docstring)."""
     p = eqn.params
     lhs, rhs = eqn.invars
-    return (switches.enabled("hoist_stats") and isinstance(p["scheme"], Auto) and not p["presplit"] and p["backend"] != "xla" and not p["exact"][1]
+    return (switches.enabled("hoist_stats") and isinstance(p["scheme"], Auto) and not p["presplit"]
+            and p["backend"] != "xla" and not p["exact"][1]
             and not isinstance(rhs, _compat.Literal) and rhs in consts
             and _sharding.plan([lhs.aval, rhs.aval], None, p["dimension_numbers"]) is None)
 
