@@ -857,8 +857,7 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     # ranges alone does not read it: ``ranges_only``.)
     narrow = _exact_format(pl.candidates, lambda c: costs.path_of(backend, c.scheme, (bsz, m, n, k), exact))
     a, b = (x.astype(narrow) if e else x for x, e in zip((a, b), exact))
-    ahead_stats = b_stats if kernels is not None and not exact[1] else None
-    test = DataTest.of(a, b, s, exact, kernels, pl.ranges_only, b_stats=ahead_stats)
+    test = DataTest.of(a, b, s, exact, kernels, pl.ranges_only, b_stats=b_stats if kernels is not None else None)
     first, rest = pl.candidates[0], pl.candidates[1:]
     if not (first.scheme == "fp16x3" and not first.hybrid):
         return _choose(pl.candidates, a, b, test, product, platform, split)

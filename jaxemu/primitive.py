@@ -336,11 +336,6 @@ jaxemu_split_p = _compat.Primitive("jaxemu_split")
 jaxemu_split_p.multiple_results = True
 
 
-def bind_split(x, *, side, shapes, dimension_numbers, scheme, stats=None):
-    return jaxemu_split_p.bind(x, side=side, shapes=tuple(tuple(int(d) for d in sh) for sh in shapes),
-                               dimension_numbers=dimension_numbers, scheme=scheme, stats=stats)
-
-
 def _split_shapes(side, shapes, dimension_numbers, scheme, stats=None):
     ds = dot_shape(*shapes, dimension_numbers)
     if stats is not None and side != "rhs":
