@@ -21,8 +21,8 @@ per product, 131 us per chunk of kNN's 1M x 128 database on an H200) are
 taken ahead too, with or without its split, also where the other operand
 is exact (the k-means update, one-hot^T X, whose test reads X's columns in
 every iteration); those of A are not: auto's pass over A also takes the
-probe A v, v from B. That part is opt-in (JAXEMU_CUDA_HOIST_STATS=1) until
-a GPU run has passed its tests (backends/switches.py). (Decided when
+probe A v, v from B. JAXEMU_CUDA_HOIST_STATS=0 turns that part off
+(backends/switches.py). (Decided when
 emulate rewrites, before the platform is known: on a platform without the
 kernels the split is XLA's and no product reads it, so XLA deletes it; the
 compiled CPU program is the same.) Not

@@ -507,7 +507,7 @@ def test_a_loop_invariant_operand_is_split_once_before_the_loop(name, loop, monk
         reads = first == "fp16x3"
         assert reads or loop != "map_rhs", ("auto's plan at kNN's chunk shape", first, pl.reason)
     outs = {}
-    monkeypatch.setenv("JAXEMU_CUDA_HOIST_STATS", "1")  # (opt-in: auto's statistics of B too)
+    monkeypatch.setenv("JAXEMU_CUDA_HOIST_STATS", "1")  # (the default: auto's statistics of B too)
     for on in ("1", "0"):
         monkeypatch.setenv(hoist.SWITCH, on)
         g = jax.jit(jaxemu.emulate(f, scheme=name))

@@ -87,11 +87,12 @@ def test_auto_gets_fp16x3s_split_and_its_statistics_of_b(data, monkeypatch):
     """auto's first choice is fp16x3, whose branch reads the split made
     ahead; its other branches split for themselves. Its column statistics of
     the invariant B come with the split (3 + 4 arrays after the operands),
-    where JAXEMU_CUDA_HOIST_STATS=1 (opt-in: backends/switches.py)."""
+    unless JAXEMU_CUDA_HOIST_STATS=0 (backends/switches.py)."""
     q, db = data
+    monkeypatch.setenv(STATS, "0")
     splits, dots = splits_and_dots(search, q, db, scheme="auto")
     assert [e.params["stats"] for _, e in splits] == [None] and [len(e.invars) for _, e in dots] == [5]
-    monkeypatch.setenv(STATS, "1")
+    monkeypatch.delenv(STATS)
     splits, dots = splits_and_dots(search, q, db, scheme="auto")
     assert [(p, e.params["side"], e.params["scheme"].name, e.params["stats"].name)
             for p, e in splits] == [("", "rhs", "fp16x3", "auto")]
@@ -107,7 +108,6 @@ def test_auto_takes_the_statistics_of_an_invariant_b_beside_an_exact_a(data, mon
     over A also takes the probe A v, with v from the centres)."""
     x, _ = data
     c = x[:64]
-    monkeypatch.setenv(STATS, "1")
 
     def lloyd_onehot(x, c):
         def step(i, c):
