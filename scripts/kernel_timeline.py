@@ -3,12 +3,15 @@ profiler (CUPTI; no ncu replay, so XLA's autotuning costs nothing):
 
     JAX_PLATFORMS=cuda python scripts/kernel_timeline.py [--cases sq8192,update,distances]  (also sq2048, sq4096, b8sq2048, knn, knn_search;
         scheme fp32: precision highest, not emulated)
-        [--schemes fp16x3,auto] [--env JAXEMU_CUDA_STATS=1] [--summary]
+        [--schemes fp16x3,auto] [--env JAXEMU_CUDA_STATS=1] [--summary] [--calls N]
 
 Per case and scheme: every kernel of the (warm) call in stream order with its
 start, duration and the idle gap before it, then the totals: busy time, gap
 time and wall time from the first kernel's start to the last one's end. Gaps
 are where the host waits (a conditional's predicate copied back) or launches.
+--calls N traces N calls made back to back (each dispatched as soon as the
+last returns, as jaxemu.bench times them): a conditional's host round trip
+then shows as idle time that dispatching ahead would have hidden.
 """
 from __future__ import annotations
 
@@ -78,12 +81,12 @@ def gpu_events(path):
     return sorted(ev, key=lambda e: e[1])
 
 
-def timeline(f, xs, reps=3):
+def timeline(f, xs, reps=3, calls=1):
     for _ in range(reps):
         jax.block_until_ready(f(*xs))
     d = tempfile.mkdtemp()
     with jax.profiler.trace(d):
-        jax.block_until_ready(f(*xs))
+        jax.block_until_ready([f(*xs) for _ in range(calls)])
     paths = glob.glob(os.path.join(d, "**", "*.xplane.pb"), recursive=True)
     return gpu_events(paths[0])
 
@@ -121,6 +124,7 @@ def main(argv=None):
     p.add_argument("--cases", default="sq8192,distances,update")
     p.add_argument("--schemes", default="fp16x3,auto")
     p.add_argument("--summary", action="store_true", help="per kernel name, not every event")
+    p.add_argument("--calls", type=int, default=1, help="back-to-back calls traced (the totals cover all)")
     p.add_argument("--env", action="append", default=[], help="NAME=VALUE set before tracing a scheme")
     args = p.parse_args(argv)
     for kv in args.env:
@@ -134,9 +138,10 @@ def main(argv=None):
             print(f"== {case}, {scheme}")
             if scheme == "fp32":  # FP32 as its users ask for it, not emulated
                 with jax.default_matmul_precision("highest"):
-                    report(timeline(jax.jit(lambda *xs, prod=prod: prod(*xs)), xs), summary=args.summary)
+                    report(timeline(jax.jit(lambda *xs, prod=prod: prod(*xs)), xs, calls=args.calls), summary=args.summary)
             else:
-                report(timeline(jax.jit(jaxemu.emulate(lambda *xs, prod=prod: prod(*xs), scheme=scheme)), xs),
+                report(timeline(jax.jit(jaxemu.emulate(lambda *xs, prod=prod: prod(*xs), scheme=scheme)), xs,
+                                calls=args.calls),
                        summary=args.summary)
         del xs
 
