@@ -62,17 +62,25 @@ def split_scheme(s):
     return get_scheme("fp16x3") if isinstance(s, Auto) else None
 
 
+def _may_take_work_ahead(eqn) -> bool:
+    """What both kinds of work made ahead need of a body's jaxemu_dot: none
+    made ahead already, a backend with kernels to read it (not "xla"), no
+    literal operand, no explicit sharding (a split of the whole operand is
+    not a shard's)."""
+    p = eqn.params
+    lhs, rhs = eqn.invars
+    return (not p["presplit"] and p["backend"] != "xla"
+            and not any(isinstance(v, _compat.Literal) for v in (lhs, rhs))
+            and _sharding.plan([lhs.aval, rhs.aval], None, p["dimension_numbers"]) is None)
+
+
 def _side(eqn, consts) -> str:
     """The operand of a body's jaxemu_dot to split ahead ("lhs", "rhs") or ""."""
     p = eqn.params
     s = split_scheme(p["scheme"])
-    if p["presplit"] or p["backend"] == "xla" or s is None or any(p["exact"]):
+    if s is None or any(p["exact"]) or not _may_take_work_ahead(eqn):
         return ""
     lhs, rhs = eqn.invars
-    if any(isinstance(v, _compat.Literal) for v in (lhs, rhs)):
-        return ""
-    if _sharding.plan([lhs.aval, rhs.aval], None, p["dimension_numbers"]) is not None:
-        return ""
     ds = dot_shape(lhs.aval.shape, rhs.aval.shape, p["dimension_numbers"])
     if not cuda_fused.presplit_pays(s, ds.m, ds.k, ds.n, ds.b):
         return ""
@@ -87,11 +95,8 @@ def _stats_ahead(eqn, consts) -> bool:
     """Whether auto's column statistics of the body's jaxemu_dot's B (a
     scan const, not exact) are taken ahead (module docstring)."""
     p = eqn.params
-    lhs, rhs = eqn.invars
-    return (switches.enabled("hoist_stats") and isinstance(p["scheme"], Auto) and not p["presplit"]
-            and p["backend"] != "xla" and not p["exact"][1]
-            and not isinstance(rhs, _compat.Literal) and rhs in consts
-            and _sharding.plan([lhs.aval, rhs.aval], None, p["dimension_numbers"]) is None)
+    return (switches.enabled("hoist_stats") and isinstance(p["scheme"], Auto) and not p["exact"][1]
+            and _may_take_work_ahead(eqn) and eqn.invars[1] in consts)
 
 
 def split_invariant_operands(eqn) -> Tuple[List, object]:

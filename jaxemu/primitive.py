@@ -20,7 +20,7 @@ Params (all hashable):
     ``jaxemu_split`` primitive (below) follows the two operands as more
     operands (``_ahead``): its split (slices, row exponents, max |x|:
     cuda_fused.presplit_operand), then, for auto and B only, auto's column
-    statistics of it (auto.column_stats): 3, 4 or 7 arrays. emulate binds
+    statistics of it (auto.column_stats): AHEAD_COUNTS arrays. emulate binds
     it for a scan's loop-invariant operand (jaxemu/hoist.py), so that work
     runs once, outside the loop. A hint about work, never about values:
     the product is the same with or without it, backends that cannot use
@@ -44,6 +44,11 @@ from .dims import canonical_side, canonicalize, dot_shape, rhs_k_minor
 from .schemes import NativeFP32, exact_variant
 
 BACKENDS = ("default", "xla", "cuda")
+# The arrays made ahead (``presplit``): an operand's split (slices, row
+# exponents, max |x|: cuda_fused.presplit_shapes), auto's column statistics
+# of B (auto.column_stats), or the split then the statistics.
+SPLIT_ARRAYS, STATS_ARRAYS = 3, 4
+AHEAD_COUNTS = {"lhs": (SPLIT_ARRAYS,), "rhs": (SPLIT_ARRAYS, STATS_ARRAYS, SPLIT_ARRAYS + STATS_ARRAYS)}
 
 jaxemu_dot_p = _compat.Primitive("jaxemu_dot")
 
@@ -53,7 +58,7 @@ def bind(lhs, rhs, *split, dimension_numbers, scheme, out_dtype, backend, out_sh
     """Bind the primitive (operands already validated and float32; ``split``:
     the work on the ``presplit`` operand made ahead, from ``jaxemu_split``)."""
     if (presplit not in ("", "lhs", "rhs") or bool(presplit) != bool(split)
-            or (split and len(split) not in ((3,) if presplit == "lhs" else (3, 4, 7)))):
+            or (split and len(split) not in AHEAD_COUNTS[presplit])):
         raise ValueError(f"jaxemu_dot: presplit={presplit!r} with {len(split)} arrays made ahead")
     return jaxemu_dot_p.bind(lhs, rhs, *split, dimension_numbers=dimension_numbers, scheme=scheme,
                              out_dtype=np.dtype(out_dtype), backend=backend, out_sharding=out_sharding,
@@ -197,7 +202,9 @@ def _ahead(split):
     """(the split triple or None, auto's column statistics or None) of the
     arrays made ahead (``presplit`` in the module docstring)."""
     split = tuple(split)
-    return (split[:3] if len(split) in (3, 7) else None), (split[-4:] if len(split) in (4, 7) else None)
+    has_split = len(split) in (SPLIT_ARRAYS, SPLIT_ARRAYS + STATS_ARRAYS)
+    has_stats = len(split) in (STATS_ARRAYS, SPLIT_ARRAYS + STATS_ARRAYS)
+    return (split[:SPLIT_ARRAYS] if has_split else None), (split[-STATS_ARRAYS:] if has_stats else None)
 
 
 def impl(lhs, rhs, *split, dimension_numbers, scheme, out_dtype, backend, out_sharding=None, exact=(False, False),
