@@ -46,13 +46,16 @@ __global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p) {
   if (p.amax_bits) reduce_amax(p, m);
 }
 
-// The split of a transposed (batch, k, rows) operand (B): staged through a
-// shared-memory tile (ffi/common/tiles.cuh), 16 consecutive k of one row per
-// thread (32- or 64-byte pieces of each slice row).
+// The split of a transposed (batch, k, rows) operand (B): staged through
+// shared-memory tiles (ffi/common/tiles.cuh), 16 consecutive k of one row per
+// thread (32- or 64-byte pieces of each slice row). Two tiles: the next
+// tile's loads stay in flight while a block splits and stores this one (H200,
+// 8192^3, fp16 slices: 1.06-1.10x faster than one tile, same bits; stop 42,
+// docs/performance.md).
 __global__ void __launch_bounds__(kTileThreads) split_transposed_kernel(const SplitProblem p) {
   uint32_t m = 0;
-  for_each_transposed_tile(p.x, p.batch, p.k, p.rows, p.k_out, p.rows,
-                           [&](int64_t b, int64_t r, int64_t k0, const float* col, int64_t stride) {
+  for_each_transposed_tile<2>(p.x, p.batch, p.k, p.rows, p.k_out, p.rows,
+                              [&](int64_t b, int64_t r, int64_t k0, const float* col, int64_t stride) {
                              m = max(m, split_transposed_task(p, b, r, k0, col, stride, 16));
                            });
   if (p.amax_bits) reduce_amax(p, m);

@@ -34,31 +34,73 @@ __host__ __device__ __forceinline__ void divmod(int64_t a, int64_t b, int64_t* q
 // their stores fill whole 32-byte sectors. Tasks cover rows < rows_out and
 // k < k_out (k_out a multiple of 16), padding included. Launch with
 // kTileThreads threads per block and any grid (grid-stride over tiles).
+// The tile's loads are cp.async, which fills what lies past k or rows with
+// zeros; with kStages = 2 the block loads its next tile into a second tile
+// of shared memory while its threads work on this one (twice the shared
+// memory: 33.8 KB of float, so float only fits within the 48 KB of static
+// shared memory).
 constexpr int kTileK = 128, kTileR = 32, kTileThreads = 256;
 
-template <class T, class Task>
+// cp.async of one 4- or 8-byte value into shared memory, or zeros there when
+// !valid (src-size 0: nothing is read), and its group fences (sm_80+).
+template <class T>
+__device__ __forceinline__ void copy_async_or_zero(T* dst, const T* src, bool valid) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "4- or 8-byte values");
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d), "l"(src), "n"(int(sizeof(T))),
+               "r"(valid ? int(sizeof(T)) : 0));
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+template <int kStages = 1, class T, class Task>
 __device__ __forceinline__ void for_each_transposed_tile(const T* x, int64_t batch, int64_t k, int64_t rows,
                                                          int64_t k_out, int64_t rows_out, Task&& task) {
-  __shared__ T tile[kTileK][kTileR + 1];
+  static_assert(kStages == 1 || kStages == 2, "one or two tiles in shared memory");
+  __shared__ T tile[kStages][kTileK][kTileR + 1];
   const int64_t ktiles = (k_out + kTileK - 1) / kTileK, rtiles = (rows_out + kTileR - 1) / kTileR;
+  const int64_t total = batch * rtiles * ktiles;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int rr = lane / 2 + kTileR / 2 * (warp & 1), group = (lane & 1) + 2 * (warp >> 1);  // group of 16 k: 0..7
-  for (int64_t t = blockIdx.x; t < batch * rtiles * ktiles; t += gridDim.x) {
-    int64_t rest, kt, b, rt;
+  auto where = [&](int64_t t, int64_t* b, int64_t* k0, int64_t* r0) {
+    int64_t rest, kt, rt;
     divmod(t, ktiles, &rest, &kt);
-    divmod(rest, rtiles, &b, &rt);
-    const int64_t k0 = kt * kTileK, r0 = rt * kTileR;
-    const T* src = x + b * k * rows;
+    divmod(rest, rtiles, b, &rt);
+    *k0 = kt * kTileK, *r0 = rt * kTileR;
+  };
+  auto load = [&](int64_t t, int s) {  // tile t into stage s (nothing past the last tile)
+    if (t < total) {
+      int64_t b, k0, r0;
+      where(t, &b, &k0, &r0);
+      const T* src = x + b * k * rows;
 #pragma unroll
-    for (int i = 0; i < kTileK * kTileR / kTileThreads; ++i) {
-      const int idx = int(threadIdx.x) + i * kTileThreads, kk = idx / kTileR, c = idx % kTileR;
-      const int64_t kg = k0 + kk, rg = r0 + c;
-      tile[kk][c] = (kg < k && rg < rows) ? src[kg * rows + rg] : T(0);
+      for (int i = 0; i < kTileK * kTileR / kTileThreads; ++i) {
+        const int idx = int(threadIdx.x) + i * kTileThreads, kk = idx / kTileR, c = idx % kTileR;
+        const int64_t kg = k0 + kk, rg = r0 + c;
+        const bool in = kg < k && rg < rows;
+        copy_async_or_zero(&tile[s][kk][c], in ? src + kg * rows + rg : x, in);
+      }
     }
-    __syncthreads();
+    copy_async_commit();  // an empty group past the end: the waits below count groups
+  };
+  int s = 0;
+  load(blockIdx.x, 0);
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    if constexpr (kStages == 2) {
+      load(t + gridDim.x, s ^ 1);  // the other stage: free since the barrier that ended the last step
+      copy_async_wait<1>();        // this thread's loads of tile t have landed
+    } else {
+      copy_async_wait<0>();
+    }
+    __syncthreads();  // everyone's loads of tile t have landed
+    int64_t b, k0, r0;
+    where(t, &b, &k0, &r0);
     const int64_t r = r0 + rr, kq = k0 + 16 * group;
-    if (r < rows_out && kq < k_out) task(b, r, kq, &tile[16 * group][rr], int64_t(kTileR + 1));
-    __syncthreads();
+    if (r < rows_out && kq < k_out) task(b, r, kq, &tile[s][16 * group][rr], int64_t(kTileR + 1));
+    __syncthreads();  // stage s is read: the next step may load into it
+    if constexpr (kStages == 2) s ^= 1;
+    else if (t + gridDim.x < total) load(t + gridDim.x, 0);
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -108,6 +109,36 @@ __host__ __device__ __forceinline__ uint32_t storage_bits(SliceType t, float v) 
   return bits_of(v);
 }
 
+#ifdef __CUDA_ARCH__
+// The 16-bit slices of two residuals r0, r1 in one conversion instruction
+// (cvt.{rn,rz}.{f16,bf16}x2.f32, r0 into the low half), where the hardware
+// rounds both as slice_of does (the ranges of its own hardware paths; and
+// bf16 toward zero is truncate_bits on every finite value): the storage
+// word (storage_bits of both) in *w, the slice values in *h0, *h1. False,
+// nothing written, where either needs slice_of's bit code (NaN, Inf, beyond
+// the format's range). The split's cost is its conversions (one to round,
+// one to store, per value and slice, in slice_of's form): here one per two.
+__device__ __forceinline__ bool slice_pair(const SplitProblem& p, float r0, float r1, uint32_t* w, float* h0, float* h1) {
+  const uint32_t a0 = bits_of(r0) & 0x7FFFFFFFu, a1 = bits_of(r1) & 0x7FFFFFFFu;
+  if (p.type == SliceType::kFP16) {
+    if (a0 >= 0x477FF000u || a1 >= 0x477FF000u) return false;  // |r| < 65520, as fp16_grid
+    if (p.truncate) asm("cvt.rz.f16x2.f32 %0, %1, %2;" : "=r"(*w) : "f"(r1), "f"(r0));
+    else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(*w) : "f"(r1), "f"(r0));
+    __half2 h;
+    static_assert(sizeof(h) == sizeof(*w), "two halves in a word");
+    memcpy(&h, w, sizeof(h));
+    const float2 f = __half22float2(h);
+    *h0 = f.x, *h1 = f.y;
+    return true;
+  }
+  if (a0 >= 0x7F7F8000u || a1 >= 0x7F7F8000u) return false;  // as slice_of's bf16 path
+  if (p.truncate) asm("cvt.rz.bf16x2.f32 %0, %1, %2;" : "=r"(*w) : "f"(r1), "f"(r0));
+  else asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(*w) : "f"(r1), "f"(r0));
+  *h0 = float_from_bits(*w << 16), *h1 = float_from_bits(*w & 0xFFFF0000u);
+  return true;
+}
+#endif
+
 // N consecutive values (k0 .. k0 + N - 1, one tile: N divides TK) of output
 // row r of batch entry b, scaled by 2^e when the problem has exponents: their
 // slices stored at the tile's slice rows (16-bit formats: N / 2 words per
@@ -139,8 +170,14 @@ __host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, con
     } else {
 #pragma unroll
       for (int q = 0; q < N; q += 2) {
-        const float h0 = slice_of(p, res[q]), h1 = slice_of(p, res[q + 1]);
-        w[q / 2] = storage_bits(p.type, h0) | (storage_bits(p.type, h1) << 16);
+        float h0, h1;
+#ifdef __CUDA_ARCH__
+        if (!slice_pair(p, res[q], res[q + 1], &w[q / 2], &h0, &h1))
+#endif
+        {
+          h0 = slice_of(p, res[q]), h1 = slice_of(p, res[q + 1]);
+          w[q / 2] = storage_bits(p.type, h0) | (storage_bits(p.type, h1) << 16);
+        }
         res[q] = (res[q] - h0) * step;
         res[q + 1] = (res[q + 1] - h1) * step;
       }
