@@ -111,10 +111,10 @@ __host__ __device__ __forceinline__ uint32_t storage_bits(SliceType t, float v) 
 
 #ifdef __CUDA_ARCH__
 // The 16-bit slices of two residuals r0, r1 in one conversion instruction
-// (cvt.{rn,rz}.{f16,bf16}x2.f32, r0 into the low half), where the hardware
-// rounds both as slice_of does (the ranges of its own hardware paths; and
-// bf16 toward zero is truncate_bits on every finite value): the storage
-// word (storage_bits of both) in *w, the slice values in *h0, *h1. False,
+// (cvt.rn.f16x2.f32, cvt.rz.f16x2.f32 or cvt.rn.bf16x2.f32, r0 into the low
+// half), where the hardware rounds both as slice_of does (the ranges of its
+// own hardware paths): the storage word (storage_bits of both) in *w, the
+// slice values in *h0, *h1. False,
 // nothing written, where either needs slice_of's bit code (NaN, Inf, beyond
 // the format's range). The split's cost is its conversions (one to round,
 // one to store, per value and slice, in slice_of's form): here one per two.
@@ -131,9 +131,10 @@ __device__ __forceinline__ bool slice_pair(const SplitProblem& p, float r0, floa
     *h0 = f.x, *h1 = f.y;
     return true;
   }
-  if (a0 >= 0x7F7F8000u || a1 >= 0x7F7F8000u) return false;  // as slice_of's bf16 path
-  if (p.truncate) asm("cvt.rz.bf16x2.f32 %0, %1, %2;" : "=r"(*w) : "f"(r1), "f"(r0));
-  else asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(*w) : "f"(r1), "f"(r0));
+  // bf16 to nearest as slice_of's hardware path (no scheme truncates bf16:
+  // schemes.py allows bit-cut fp16 only).
+  if (p.type != SliceType::kBF16 || p.truncate || a0 >= 0x7F7F8000u || a1 >= 0x7F7F8000u) return false;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(*w) : "f"(r1), "f"(r0));
   *h0 = float_from_bits(*w << 16), *h1 = float_from_bits(*w & 0xFFFF0000u);
   return true;
 }
