@@ -236,15 +236,15 @@ std::string finish_f32(const Problem& p, const SplitF32& f32, int sms, cudaStrea
   return e == cudaSuccess ? "" : std::string("split-K sum / fix-up launch: ") + cudaGetErrorString(e);
 }
 
-#define JAXEMU_F32_DECLARE(name, slices_a, slices_b, terms, register_a) \
+#define JAXEMU_F32_DECLARE(name, type, slices_a, slices_b, terms, register_a) \
   std::string run_##name(const Problem&, const SplitProblem&, const SplitF32&, cudaStream_t);
 JAXEMU_F32_CONFIGS(JAXEMU_F32_DECLARE)
 #undef JAXEMU_F32_DECLARE
 
 using RunF32Fn = std::string (*)(const Problem&, const SplitProblem&, const SplitF32&, cudaStream_t);
-static RunF32Fn f32_kernel_for(int sa, int sb, int nterms, bool register_a) {
-#define JAXEMU_F32_PICK(name, s_a, s_b, terms, reg_a) \
-  if (sa == s_a && sb == s_b && nterms == terms && register_a == bool(reg_a)) return run_##name;
+static RunF32Fn f32_kernel_for(SliceType t, int sa, int sb, int nterms, bool register_a) {
+#define JAXEMU_F32_PICK(name, type, s_a, s_b, terms, reg_a) \
+  if (t == SliceType::type && sa == s_a && sb == s_b && nterms == terms && register_a == bool(reg_a)) return run_##name;
   JAXEMU_F32_CONFIGS(JAXEMU_F32_PICK)
 #undef JAXEMU_F32_PICK
   return nullptr;
@@ -255,21 +255,26 @@ std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32&
   if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX || p.batch > INT32_MAX)
     return "dimension too large for TMA coordinates";
   if (p.k % 4 || p.n % 4) return "K and N must be multiples of 4 (TMA's 16-byte row strides of A and B)";
-  if (cut.type != SliceType::kBF16 || cut.truncate) return "bf16 slices rounded to nearest only";
+  if ((cut.type != SliceType::kBF16 && cut.type != SliceType::kFP16) || cut.truncate)
+    return "bf16 or fp16 slices rounded to nearest only";
+  const bool scaled = cut.type == SliceType::kFP16;  // fp16's row scaling: both operands' exponents
+  if (scaled != (p.row_exp != nullptr) || scaled != (p.col_exp != nullptr))
+    return scaled ? "fp16 slices need both operands' row exponents" : "bf16 slices are not scaled";
   if (cut.lo_scale_bits < 0 || cut.lo_scale_bits > 14) return "lo_scale_bits must be in 0..14";
   std::string bad = check_terms(p);
   if (!bad.empty()) return bad;
   TermPlan plan;
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;
-  if (plan.ngroups != 1) return "the FP32-operand kernels take terms of one weight";
-  if (!f32_kernel_for(p.sa, p.sb, p.nterms, f32.register_a))
-    return "no FP32-operand kernel for " + std::to_string(p.sa) + " x " + std::to_string(p.sb) + " slices and " +
-           std::to_string(p.nterms) + " terms (ffi/fused/generate.py: F32_CONFIGS)";
+  if (plan.ngroups != (scaled ? 2 : 1))
+    return scaled ? "the fp16 FP32-operand kernels take terms of two weights" : "the bf16 FP32-operand kernels take terms of one weight";
+  if (!f32_kernel_for(cut.type, p.sa, p.sb, p.nterms, f32.register_a))
+    return std::string("no FP32-operand kernel for ") + type_name(cut.type) + ", " + std::to_string(p.sa) + " x " +
+           std::to_string(p.sb) + " slices and " + std::to_string(p.nterms) + " terms" +
+           (f32.register_a ? " with A in registers" : "") + " (ffi/fused/generate.py: F32_CONFIGS)";
   const int64_t k_tiles = (p.k + kF32TileK - 1) / kF32TileK;
   if (p.splits < 1 || p.splits > k_tiles) return "splits must be in 1..(number of K-tiles)";
   if (!aligned16(p.a) || !aligned16(p.b) || !aligned16(p.c)) return "operand pointers must be 16-byte aligned";
-  if (p.row_exp != nullptr || p.col_exp != nullptr) return "the FP32-operand kernels do not scale";
   if (f32.flags == nullptr) return "missing the special-value flag";
   if (p.splits > 1 && (f32.partials == nullptr || !aligned16(f32.partials))) return "K-splits need a 16-byte aligned partials buffer";
   return "";
@@ -278,7 +283,7 @@ std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32&
 std::string run_f32(const Problem& p, const SplitProblem& cut, const SplitF32& f32, cudaStream_t stream) {
   std::string why = check_f32(p, cut, f32);
   if (!why.empty()) return why;
-  return f32_kernel_for(p.sa, p.sb, p.nterms, f32.register_a)(p, cut, f32, stream);
+  return f32_kernel_for(cut.type, p.sa, p.sb, p.nterms, f32.register_a)(p, cut, f32, stream);
 }
 
 }  // namespace fused

@@ -147,16 +147,20 @@ JAXEMU_FUSED_HANDLER(kFusedFP16, kFP16, F16)
 JAXEMU_FUSED_HANDLER(kFusedTF32, kTF32, F32)
 
 // The fused GEMM on FP32 operands, split in shared memory (fused.h:
-// run_f32; bf16 slices): a (L, M, K) and b (L, K, N) float32; out C (L, M,
+// run_f32; bf16 slices, or fp16 with `fp16` set: then row_exp (L, M) and
+// col_exp (L, N) int32 scale A's rows and B's columns by 2^e before the cut,
+// and C by 2^-(row + col) after; empty arrays for bf16): a (L, M, K) and b
+// (L, K, N) float32; out C (L, M,
 // N) float32, and two work buffers the kernel needs: the K-splits' partials
 // (splits, L, M, N) float32 (one element when splits == 1) and the
 // special-value flag (1,) int32. register_a: the kernels that keep A's
 // slices in registers (wgmma's RS form) instead of shared memory.
-ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> c,
+ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer row_exp,
+                        ffi::AnyBuffer col_exp, ffi::Result<ffi::AnyBuffer> c,
                         ffi::Result<ffi::AnyBuffer> partials, ffi::Result<ffi::AnyBuffer> flags,
                         ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b,
                         ffi::Span<const int64_t> term_exp, ffi::Span<const int64_t> kc_tiles, int64_t splits,
-                        int64_t slices_a, int64_t slices_b, int64_t lo_scale_bits, int64_t register_a) {
+                        int64_t slices_a, int64_t slices_b, int64_t lo_scale_bits, int64_t register_a, int64_t fp16) {
   auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
   if (a.element_type() != ffi::DataType::F32 || b.element_type() != ffi::DataType::F32 ||
       c->element_type() != ffi::DataType::F32 || partials->element_type() != ffi::DataType::F32 ||
@@ -181,8 +185,15 @@ ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
     return ffi::Error::InvalidArgument("jaxemu fused: term arrays must have equal lengths in 1..9");
   if (partials->element_count() < (splits > 1 ? splits * p.batch * p.m * p.n : 1) || flags->element_count() < 1)
     return ffi::Error::InvalidArgument("jaxemu fused f32: work buffers too small");
+  if (fp16) {
+    if (row_exp.element_type() != ffi::DataType::S32 || col_exp.element_type() != ffi::DataType::S32 ||
+        row_exp.element_count() != size_t(p.batch * p.m) || col_exp.element_count() != size_t(p.batch * p.n))
+      return ffi::Error::InvalidArgument("jaxemu fused f32: fp16 needs row exponents int32 (L, M) and (L, N)");
+    p.row_exp = static_cast<const int32_t*>(row_exp.untyped_data());
+    p.col_exp = static_cast<const int32_t*>(col_exp.untyped_data());
+  }
   fused::SplitProblem cut;
-  cut.type = fused::SliceType::kBF16;
+  cut.type = fp16 ? fused::SliceType::kFP16 : fused::SliceType::kBF16;
   cut.lo_scale_bits = int(lo_scale_bits);
   fused::SplitF32 f32;
   f32.partials = splits > 1 ? static_cast<float*>(partials->untyped_data()) : nullptr;
@@ -202,6 +213,8 @@ XLA_FFI_DEFINE_HANDLER(kFusedF32, FusedF32Impl,
                            .Ctx<ffi::PlatformStream<cudaStream_t>>()
                            .Arg<ffi::AnyBuffer>()  // a: (L, M, K) f32
                            .Arg<ffi::AnyBuffer>()  // b: (L, K, N) f32
+                           .Arg<ffi::AnyBuffer>()  // row_exp: (L, M) int32 (fp16), else empty
+                           .Arg<ffi::AnyBuffer>()  // col_exp: (L, N) int32 (fp16), else empty
                            .Ret<ffi::AnyBuffer>()  // c: (L, M, N) f32
                            .Ret<ffi::AnyBuffer>()  // partials: (splits, L, M, N) f32, or (1,)
                            .Ret<ffi::AnyBuffer>()  // flags: (1,) int32
@@ -213,7 +226,8 @@ XLA_FFI_DEFINE_HANDLER(kFusedF32, FusedF32Impl,
                            .Attr<int64_t>("slices_a")
                            .Attr<int64_t>("slices_b")
                            .Attr<int64_t>("lo_scale_bits")
-                           .Attr<int64_t>("register_a"));  // A's slices in registers (traits_f32.cuh)
+                           .Attr<int64_t>("register_a")  // A's slices in registers (traits_f32.cuh)
+                           .Attr<int64_t>("fp16"));      // fp16 slices, rows scaled (row_exp, col_exp)
 
 // The fused path's operand split (fused/params.h: SplitProblem): x (L, R, K),
 // or (L, K, R) with `transposed`, float32; row exponents (L, R) int32 or

@@ -88,7 +88,11 @@ std::string launch_f32(const Problem& p, const SplitProblem& cut, const SplitF32
   TermPlan plan;
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;
-  if (plan.ngroups != 1 || p.nterms != T::kTerms0) return "the kernel takes " + std::to_string(T::kTerms0) + " terms of one weight";
+  if (plan.ngroups != T::kPartials || plan.n1 != T::kTerms1 || p.nterms != T::kTerms0 + T::kTerms1)
+    return "the kernel takes " + std::to_string(T::kTerms1) + " terms of the smaller weight, then " +
+           std::to_string(T::kTerms0) + " of the larger";
+  if (T::kScaled != (p.row_exp != nullptr && p.col_exp != nullptr)) return "row exponents where the slices are fp16, only";
+  if (T::kScaled != (cut.type == SliceType::kFP16)) return "the cut's slice type is not the kernel's";
   if constexpr (T::kRegisterA) {  // its terms are compiled in (traits_f32.cuh: f32_term_pair)
     for (int t = 0; t < p.nterms; ++t)
       if (p.term_a[t] != T::term_a(t) || p.term_b[t] != T::term_b(t))

@@ -13,11 +13,14 @@
 // lets CUDA-core work run beside wgmma without serializing them
 // (scripts/wgmma_overlap.cu, ORDER 1; docs/performance.md stop 31). The
 // promotion of the partial into the FP32 total follows the chunks of
-// mainloop.cuh (KChunks, TermPlan: one group, every term weighs 2^0). The
-// backend asks for one K-tile per chunk (cuda_fused.f32_product): since
-// every term runs in every K-tile, a longer chunk would add the next
-// tile's small terms onto hi*hi's partial and truncate them at its scale
-// (2x the slice path's error on bf16x6, docs/performance.md stop 33).
+// mainloop.cuh (KChunks, TermPlan). With one group (bf16: every term
+// weighs 2^0) the backend asks for one K-tile per chunk
+// (cuda_fused.f32_product): since every term runs in every K-tile, a longer
+// chunk would add the next tile's small terms onto hi*hi's partial and
+// truncate them at its scale (2x the slice path's error on bf16x6,
+// docs/performance.md stop 33). With two (fp16x3: the corrections in p1,
+// hi*hi in p0, as the slice kernel keeps them) each partial holds one
+// weight's terms and the scheme's chunks apply.
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -71,9 +74,10 @@ struct MainloopF32 {
   // Wait for the FP32 stage at `read`, cut it into slice buffer `buf`, give
   // the stage back, and make the slices visible to the tensor cores' reads.
   static __device__ __forceinline__ void cut(typename T::Params const& params, Pipeline& pipeline, PipelineState& read,
-                             typename T::SharedStorage& smem, typename Transform<T>::Offsets const& o, int buf) {
+                             typename T::SharedStorage& smem, typename Transform<T>::Offsets const& o,
+                             typename Transform<T>::Scales const& sc, int buf) {
     pipeline.consumer_wait(read);
-    Transform<T>::run(params.cut, smem, o, read.index(), buf);
+    Transform<T>::run(params.cut, smem, o, read.index(), buf, sc);
     pipeline.consumer_release(read);
     ++read;
     cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read by wgmma (async proxy)
@@ -94,31 +98,50 @@ struct MainloopF32 {
     Tensor tCrB = thr_mma.make_fragment_B(thr_mma.partition_B(sB));
     clear(total);
     Tensor p0 = make_fragment_like(total);
+    Tensor p1 = make_fragment_like(total);  // (T::kPartials > 1 only: unused otherwise)
+    const typename Transform<T>::Scales sc = Transform<T>::scales(p, w);
     KChunks it(plan, params.k_tiles, w.split, p.splits);
     int to_cut = it.ke - it.kb;  // K-tiles of this item not yet cut
-    cut(params, pipeline, read, smem, o, 0);
+    cut(params, pipeline, read, smem, o, sc, 0);
     --to_cut;
     step_barrier();
     int buf = 0;
+    bool fresh0 = true, fresh1 = true;  // the partial starts from zero at its next term
     for (; !it.done(); it.next()) {
       const int n = it.kt_end - it.kt_begin;
       for (int i = 0; i < n; ++i) {
         warpgroup_fence_operand(p0);
+        if constexpr (T::kPartials > 1) warpgroup_fence_operand(p1);
         warpgroup_arrive();
+        // Group 1's terms (the smaller weight) first in the order, then
+        // group 0's (mainloop.cuh).
         CUTLASS_PRAGMA_UNROLL
-        for (int t = 0; t < T::kTerms0; ++t)
-          Mainloop<T>::term(tiled_mma, tCrA, tCrB, SA * buf + p.term_a[t], SB * buf + p.term_b[t], p0, t == 0 && i == 0);
+        for (int t = 0; t < T::kTerms1; ++t)
+          Mainloop<T>::term(tiled_mma, tCrA, tCrB, SA * buf + p.term_a[t], SB * buf + p.term_b[t], p1, t == 0 && fresh1);
+        CUTLASS_PRAGMA_UNROLL
+        for (int t = T::kTerms1; t < T::kTerms1 + T::kTerms0; ++t)
+          Mainloop<T>::term(tiled_mma, tCrA, tCrB, SA * buf + p.term_a[t], SB * buf + p.term_b[t], p0,
+                            t == T::kTerms1 && fresh0);
+        fresh0 = fresh1 = false;
         warpgroup_commit_batch();
         if (to_cut > 0) {  // the next K-tile's slices, under this one's wgmma
-          cut(params, pipeline, read, smem, o, buf ^ 1);
+          cut(params, pipeline, read, smem, o, sc, buf ^ 1);
           --to_cut;
         }
         warpgroup_wait<0>();
         warpgroup_fence_operand(p0);
+        if constexpr (T::kPartials > 1) warpgroup_fence_operand(p1);
         step_barrier();
         buf ^= 1;
       }
+      if constexpr (T::kPartials > 1) {
+        if (it.promotes_group1() && !fresh1) {  // the smaller weight first
+          Mainloop<T>::promote(total, p1, plan.exp[1]);
+          fresh1 = true;
+        }
+      }
       Mainloop<T>::promote(total, p0, plan.exp[0]);
+      fresh0 = true;
     }
   }
 
@@ -151,7 +174,7 @@ struct MainloopF32 {
     auto cut = [&](auto buf) {
       pipeline.consumer_wait(read);
       Transform<T>::cut_a_regs(step, smem, o, read.index(), ra[decltype(buf)::value]);
-      Transform<T>::run(params.cut, smem, o, read.index(), decltype(buf)::value);
+      Transform<T>::run(params.cut, smem, o, read.index(), decltype(buf)::value, typename Transform<T>::Scales{});
       pipeline.consumer_release(read);
       ++read;
       cutlass::arch::fence_view_async_shared();

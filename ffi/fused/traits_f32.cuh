@@ -10,10 +10,12 @@
 // K-tile into the stage's slices in shared memory (transform.cuh) while the
 // tensor cores run the previous K-tile's wgmma, then multiply.
 //
-// First configuration: 16-bit slices without scaling (bf16x3, bf16x6,
-// bf16x9: no row statistics needed before a slice exists). fp16's row
-// scaling needs each row's exponent first; tf32 needs K-major B (wgmma
-// reads tf32 K-major only) and B arrives (K, N).
+// Configurations: bf16 slices without scaling (bf16x3, bf16x6, bf16x9: no
+// row statistics needed before a slice exists), and fp16 slices with fp16x3's
+// row scaling (fp16x3: each row of A and column of B scaled by 2^e before
+// its cut, e from a pass over the operand made before the launch, the
+// Problem's row_exp and col_exp, which the epilogue also undoes). tf32 needs
+// K-major B (wgmma reads tf32 K-major only) and B arrives (K, N).
 #pragma once
 
 #include <type_traits>
@@ -35,10 +37,13 @@ namespace fused {
 
 using namespace cute;
 
-template <class Element_, int SlicesA_, int SlicesB_, int Terms0_, bool RegisterA_ = false>
+template <class Element_, int SlicesA_, int SlicesB_, int Terms0_, bool RegisterA_ = false, int Terms1_ = 0>
 struct TraitsF32 {
-  using Element = Element_;  // the slice format: cutlass::bfloat16_t
+  using Element = Element_;  // the slice format: cutlass::bfloat16_t, or cutlass::half_t (scaled rows)
   static_assert(sizeof(Element) == 2, "16-bit slices (wgmma reads B MN-major only for 16-bit types)");
+  // fp16 slices: each row of A and column of B scaled by 2^e first (fp16x3).
+  static constexpr bool kScaled = std::is_same_v<Element, cutlass::half_t>;
+  static_assert(kScaled || std::is_same_v<Element, cutlass::bfloat16_t>, "bf16 or fp16 slices");
   static constexpr int kTileM = 128;  // two consumer warpgroups of 64 rows
   static constexpr int kTileN = 128;
   // 32 K-steps per K-tile: one 128-byte row of FP32 per tile row (the TMA
@@ -47,14 +52,17 @@ struct TraitsF32 {
   static constexpr int kTileK = 32;
   static constexpr int kSlicesA = SlicesA_;
   static constexpr int kSlicesB = SlicesB_;
-  // One term weight (unscaled 16-bit slices: every term weighs 2^0), so one
-  // partial accumulator; the terms' count fixed at compile time (one wgmma
-  // group per K-tile, traits.cuh).
-  static constexpr int kPartials = 1;
+  // Unscaled 16-bit slices: every term weighs 2^0, one partial accumulator.
+  // fp16's scaled lo slices: hi*hi (group 0, Terms0_) and the corrections
+  // (group 1, Terms1_, weight 2^-lo_scale_bits) in two partials, as the
+  // slice kernel keeps them (traits.cuh). The terms' counts are fixed at
+  // compile time (one wgmma batch per K-tile).
   static constexpr int kTerms0 = Terms0_;
-  static constexpr int kTerms1 = 0;
+  static constexpr int kTerms1 = Terms1_;
+  static constexpr int kPartials = kTerms1 > 0 ? 2 : 1;
   static constexpr bool kFixedTerms = true;
-  static_assert(kTerms0 >= 1 && kTerms0 <= kSlicesA * kSlicesB, "terms: pairs of slices");
+  static_assert(kTerms0 >= 1 && kTerms0 + kTerms1 <= kSlicesA * kSlicesB, "terms: pairs of slices");
+  static_assert(kScaled == (kTerms1 > 0), "fp16's two weights, bf16's one");
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   // A's slices in registers (wgmma's RS form): each consumer cuts its own 64
@@ -63,12 +71,14 @@ struct TraitsF32 {
   // term by the wgmma: bf16x6, 72 of ~224 KB per K-tile and SM, which runs
   // at 128 B/cycle against ~1536 tensor cycles: docs/performance.md stop 33).
   static constexpr bool kRegisterA = RegisterA_;
+  static_assert(!(kRegisterA && kPartials > 1), "A in registers with one partial only (registers)");
   static constexpr int term_a(int k) { return f32_term_pair(kSlicesA, kSlicesB, kTerms0, k, true); }
   static constexpr int term_b(int k) { return f32_term_pair(kSlicesA, kSlicesB, kTerms0, k, false); }
-  // Registers after setmaxnreg, as traits.cuh (one partial): the transform
-  // runs in the consumers, next to their two 64-float accumulators.
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
+  // Registers after setmaxnreg, as traits.cuh: the transform runs in the
+  // consumers, next to their two 64-float accumulators (one partial), or
+  // three (two partials: the producer thread gives up more).
+  static constexpr int kProducerRegs = kPartials > 1 ? 24 : 40;
+  static constexpr int kConsumerRegs = kPartials > 1 ? 240 : 232;
   static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= kThreads * 168,
                 "setmaxnreg beyond the registers the CTA was launched with");
   // C from registers (the register path of epilogue.cuh): the FP32 stages

@@ -2,7 +2,7 @@
 // cut one FP32 stage (A's 128 x 32 and B's 32 x 128 values) into the slice
 // tiles wgmma reads, in shared memory. Each value is cut as split.cuh cuts it
 // (slice_of, storage_bits: the same slices, bit for bit, as the split kernel
-// writes to global memory).
+// writes to global memory), fp16's after the row scaling (Scales).
 //
 // Who cuts what: consumer warpgroup wg takes A's rows [64 wg, 64 wg + 64)
 // (the rows its own wgmma read) and B's columns [64 wg, 64 wg + 64) (both
@@ -15,14 +15,17 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "cute/tensor.hpp"
-
-#include "params.h"
-#include "split.cuh"
 #include "cutlass/numeric_types.h"
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "params.h"
+#include "scheduler.cuh"
+#include "split.cuh"
 
 namespace jaxemu {
 namespace fused {
@@ -34,7 +37,8 @@ struct Transform {
   static constexpr int kRunsA = kRowsPerGroup * TK / 4 / 128, kRunsB = kColsPerGroup * TK / 4 / 128;
   static_assert(kRunsA * 4 * 128 == kRowsPerGroup * TK && kRunsB * 4 * 128 == kColsPerGroup * TK,
                 "whole runs of 4 values per thread");
-  static_assert(std::is_same_v<typename T::Element, cutlass::bfloat16_t>, "bf16 slices (traits_f32.cuh)");
+  static_assert(kColsPerGroup / 4 <= 128 && 128 % (kColsPerGroup / 4) == 0,
+                "every run of a thread covers the same 4 columns of B (Scales)");
   // One FP32 stage, one slice tile (elements): consecutive stages and slices
   // lie this far apart, a multiple of the swizzle pattern's period, so an
   // offset within stage 0 / slice 0 plus a multiple of these is the address.
@@ -84,23 +88,70 @@ struct Transform {
     return o;
   }
 
-  // The slices of 4 values, two per 32-bit word (the low half the first):
-  // s_i = bf16(r_i) to nearest even, r_{i+1} = (r_i - s_i) 2^lo_scale_bits,
-  // two values per conversion instruction. This is split.cuh's slice_of for
-  // every value it gives a finite result (|r| below the midpoint of bf16's
-  // largest finite value and 2^128, the same bits); beyond it (and for NaN)
-  // the hardware gives Inf (NaN), the entries of C that read it are not
-  // finite, and kernel_f32.cuh's fix-up gives them their FP32 values, which
-  // is what FP32's rules ask for there.
+  // fp16's row scaling for one work item (T::kScaled): this thread's rows
+  // of A (one per run) and its 4 columns of B (the same for all its runs),
+  // each as two factors 2^e1, 2^e2 with e1 + e2 = e (e = 13 - floor(log2
+  // max) lies in [-114, 162], past float's normal powers of two; each half
+  // in [-57, 81]). x 2^e1 2^e2 is exact wherever x 2^e is a normal float,
+  // as split.cuh's scale_pow2 is; where it is not (|x 2^e| < 2^-126, far
+  // below fp16's smallest subnormal) both give slices of zero.
+  struct Scales {
+    float a[kRunsA][2], b[4][2];
+  };
+  static __device__ __forceinline__ void factors(int e, float (&f)[2]) {
+    const int e1 = e >> 1;
+    f[0] = __int_as_float((e1 + 127) << 23);
+    f[1] = __int_as_float((e - e1 + 127) << 23);
+  }
+  static __device__ __forceinline__ Scales scales(Problem const& p, WorkTile const& w) {
+    Scales sc;
+    if constexpr (T::kScaled) {
+      const int wg = int(threadIdx.x) / 128 - 1, t = int(threadIdx.x) % 128;
+      const int32_t* row_exp = p.row_exp + int64_t(w.l) * p.m;
+      const int32_t* col_exp = p.col_exp + int64_t(w.l) * p.n;
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kRunsA; ++j) {  // Offsets' rows: run f = t + 128 j
+        const int64_t r = int64_t(w.m_blk) * TM + wg * kRowsPerGroup + (t + 128 * j) / (TK / 4);
+        factors(r < p.m ? __ldg(row_exp + r) : 0, sc.a[j]);
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int q = 0; q < 4; ++q) {
+        const int64_t c = int64_t(w.n_blk) * TN + wg * kColsPerGroup + 4 * (t % (kColsPerGroup / 4)) + q;
+        factors(c < p.n ? __ldg(col_exp + c) : 0, sc.b[q]);
+      }
+    }
+    return sc;
+  }
+
+  // The slices of 2 values, two per 32-bit word (the low half the first):
+  // s_i = round(r_i) to nearest even, r_{i+1} = (r_i - s_i) 2^lo_scale_bits,
+  // two values per conversion instruction (bf16: cvt.rn.bf16x2.f32, fp16:
+  // cvt.rn.f16x2.f32, subnormals included). This is split.cuh's slice_of
+  // for every value it gives a finite result (bf16: |r| below the midpoint
+  // of its largest finite value and 2^128; fp16: every finite scaled value,
+  // below 2^14; the same bits); beyond it (and for NaN, Inf) the hardware
+  // gives Inf or NaN, the entries of C that read it are not finite, and
+  // kernel_f32.cuh's fix-up gives them their FP32 values, which is what
+  // FP32's rules ask for there.
   template <int kSlices>
   static __device__ __forceinline__ void cut2(float step, float x0, float x1, uint32_t (&out)[kSlices]) {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < kSlices; ++i) {
-      const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
-      out[i] = *reinterpret_cast<const uint32_t*>(&h);
+      float h0, h1;
+      if constexpr (T::kScaled) {
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(out[i]) : "f"(x1), "f"(x0));
+        __half2 h;
+        memcpy(&h, &out[i], sizeof(h));
+        const float2 f = __half22float2(h);
+        h0 = f.x, h1 = f.y;
+      } else {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+        out[i] = *reinterpret_cast<const uint32_t*>(&h);
+        h0 = __uint_as_float(out[i] << 16), h1 = __uint_as_float(out[i] & 0xFFFF0000u);
+      }
       if (i + 1 < kSlices) {
-        x0 = (x0 - __uint_as_float(out[i] << 16)) * step;
-        x1 = (x1 - __uint_as_float(out[i] & 0xFFFF0000u)) * step;
+        x0 = (x0 - h0) * step;
+        x1 = (x1 - h1) * step;
       }
     }
   }
@@ -115,9 +166,10 @@ struct Transform {
   }
 
   // FP32 stage `stage` -> slice buffer `buf`, this thread's share: A's rows
-  // (unless A's slices live in registers: cut_a_regs), then B's columns.
+  // (unless A's slices live in registers: cut_a_regs), then B's columns,
+  // scaled first where T::kScaled.
   static __device__ __forceinline__ void run(SplitProblem const& sp, typename T::SharedStorage& smem,
-                                             Offsets const& o, int stage, int buf) {
+                                             Offsets const& o, int stage, int buf, Scales const& sc) {
     const float step = pow2f(sp.lo_scale_bits);
     if constexpr (!T::kRegisterA) {
       const float* a32 = smem.a32.data() + stage * kStageA32;
@@ -125,7 +177,12 @@ struct Transform {
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kRunsA; ++j) {
         uint2 w[SA];
-        cut4<SA>(step, *reinterpret_cast<float4 const*>(a32 + o.a32[j]), w);
+        float4 v = *reinterpret_cast<float4 const*>(a32 + o.a32[j]);
+        if constexpr (T::kScaled) {
+          v.x = v.x * sc.a[j][0] * sc.a[j][1], v.y = v.y * sc.a[j][0] * sc.a[j][1];
+          v.z = v.z * sc.a[j][0] * sc.a[j][1], v.w = v.w * sc.a[j][0] * sc.a[j][1];
+        }
+        cut4<SA>(step, v, w);
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < SA; ++i) *reinterpret_cast<uint2*>(a + o.a[j] + i * kSliceA) = w[i];
       }
@@ -135,7 +192,12 @@ struct Transform {
     CUTLASS_PRAGMA_UNROLL
     for (int j = 0; j < kRunsB; ++j) {
       uint2 w[SB];
-      cut4<SB>(step, *reinterpret_cast<float4 const*>(b32 + o.b32[j]), w);
+      float4 v = *reinterpret_cast<float4 const*>(b32 + o.b32[j]);
+      if constexpr (T::kScaled) {
+        v.x = v.x * sc.b[0][0] * sc.b[0][1], v.y = v.y * sc.b[1][0] * sc.b[1][1];
+        v.z = v.z * sc.b[2][0] * sc.b[2][1], v.w = v.w * sc.b[3][0] * sc.b[3][1];
+      }
+      cut4<SB>(step, v, w);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < SB; ++i) *reinterpret_cast<uint2*>(b + o.b[j] + i * kSliceB) = w[i];
     }

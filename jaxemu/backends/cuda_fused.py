@@ -43,8 +43,10 @@ Either way the common case reads each operand once (twice for fp16's row
 scaling) and writes C once.
 
 The FP32-operand kernel (``f32_product``, ffi/fused/kernel_f32.cuh): bf16
-schemes on a kernel that reads the FP32 operands themselves and splits each
-K-tile in shared memory: each operand crosses DRAM once, and the special
+schemes and fp16x3 on a kernel that reads the FP32 operands themselves and
+splits each K-tile in shared memory (fp16x3's rows scaled first, by
+exponents from one pass over each operand, or the caller's): each operand
+crosses DRAM once for the product, and the special
 values are settled on the device, inside the same FFI call (a fix-up kernel
 that returns at once unless the GEMM found an entry that is not finite): no
 conditional, no pass over C. Its in-kernel split competes with the wgmma for
@@ -460,7 +462,7 @@ def fused_product(a, b, s: FloatSplit, scales=None, fits: bool = False, presplit
     if a.size == 0 or b.size == 0:
         return jnp.zeros((bsz, m, n), jnp.float32)
     if f32_kernel(s, m, k, n, bsz):  # the operands split in the kernel, special values on the device
-        return f32_product(a, b, s)
+        return f32_product(a, b, s, scales)
     a_split, b_split = split_operands(a, b, s, scales, presplit)
     if not fits and device_specials(s, m, k, n, bsz):  # FP32's rules in the GEMM's call, no conditional
         rows = b_as_rows()
@@ -489,9 +491,12 @@ def device_specials(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bo
 
 # The kernels that read FP32 operands and split them in shared memory
 # (ffi/fused/kernel_f32.cuh; ffi/fused/generate.py's F32_CONFIGS, which
-# tests/test_fused_layout.py checks this against): (A's slices, B's slices,
-# terms), bf16 slices, 128 x 128 tiles of 32 K-steps.
-F32_KERNELS = ((2, 2, 3), (3, 3, 6), (3, 3, 9), (1, 2, 2), (2, 1, 2), (1, 3, 3), (3, 1, 3))
+# tests/test_fused_layout.py checks this against): (slice format, A's
+# slices, B's slices, terms), 128 x 128 tiles of 32 K-steps; bf16 slices
+# unscaled with one term weight, fp16 slices with the row scaling and two
+# (fp16x3; A's slices in shared memory only).
+F32_KERNELS = (("bf16", 2, 2, 3), ("bf16", 3, 3, 6), ("bf16", 3, 3, 9), ("bf16", 1, 2, 2), ("bf16", 2, 1, 2),
+               ("bf16", 1, 3, 3), ("bf16", 3, 1, 3), ("fp16", 2, 2, 3), ("fp16", 1, 2, 2), ("fp16", 2, 1, 2))
 F32_TILE_K = 32
 
 
@@ -508,14 +513,17 @@ F32_MAX_WAVES = 2
 
 
 def f32_kernel(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
-    """Whether ``s`` runs on the FP32-operand kernel for this product: bf16
-    slices rounded to nearest, unscaled, one term weight, a kernel built for
-    its slice and term counts, K and N multiples of 4 (TMA's 16-byte row
-    strides of A (L, M, K) and B (L, K, N)); and where it pays (``f32_pays``)
-    unless JAXEMU_CUDA_F32_OPERANDS is "1" (anywhere it can run) or "0"
-    (never: switches.py)."""
-    runs = (switches.enabled("f32_operands") and s.fmt == "bf16" and s.split == "rn" and s.scaling == "none"
-            and term_weights(s) == 1 and (s.slices_of(0), s.slices_of(1), len(s.products)) in F32_KERNELS
+    """Whether ``s`` runs on the FP32-operand kernel for this product:
+    slices rounded to nearest, bf16 unscaled with one term weight or fp16
+    with the row scaling and two (fp16x3), a kernel built for its slice and
+    term counts, K and N multiples of 4 (TMA's 16-byte row strides of A (L,
+    M, K) and B (L, K, N)); and where it pays (``f32_pays``) unless
+    JAXEMU_CUDA_F32_OPERANDS is "1" (anywhere it can run) or "0" (never:
+    switches.py)."""
+    kind = ((s.fmt == "bf16" and s.scaling == "none" and term_weights(s) == 1)
+            or (s.fmt == "fp16" and s.scaling == "row" and term_weights(s) == 2))
+    runs = (switches.enabled("f32_operands") and kind and s.split == "rn"
+            and (s.fmt, s.slices_of(0), s.slices_of(1), len(s.products)) in F32_KERNELS
             and k > 0 and k % 4 == 0 and n % 4 == 0)
     return runs and (switches.forced("f32_operands") or f32_pays(m, n, batch))
 
@@ -542,33 +550,51 @@ def f32_splits(m: int, n: int, k: int, batch: int) -> int:
     return k_splits(f32_tiles(m, n, batch), max(1, -(-k // F32_TILE_K)), 8, sm_count())
 
 
-def f32_product(a, b, s: FloatSplit):
+def f32_product(a, b, s: FloatSplit, scales=None):
     """``s``'s product of float32 (L, M, K) x (L, K, N) on the FP32-operand
     kernel (``f32_kernel`` says where it runs), FP32 special values included: the kernel gives
     every entry of C that is not finite its FP32 value (NaN and Inf where the
     FP32 product has them; FP32's own value where the emulation overflowed),
     deciding on the device, so there is no conditional and no pass over C
-    (ffi/fused/params.h: SplitF32)."""
+    (ffi/fused/params.h: SplitF32). fp16x3: ``scales``, the row exponents
+    (ea, eb) if the caller has them (backends.row_scales), else one pass over
+    each operand for them (an exact operand's are zero, as on the slice
+    path)."""
     bsz, m, k = a.shape
     n = b.shape[2]
-    # Every term promotes after every K-tile: the kernel issues all terms of
+    # bf16: every term promotes after every K-tile: the kernel issues all terms of
     # a 32-wide K-tile in turn, so a chunk of several K-tiles would add the
     # small terms of its second tile onto hi*hi's partial sum, truncating
     # them at hi*hi's scale (2.0-2.1x the slice path's error on bf16x6 and
     # bf16x9 at K = 4096 with the scheme's 64-step chunks, H200). One
     # K-tile per chunk keeps each small term at its own scale, as the slice
     # kernel's 64-wide tiles do, at 64 FMAs per thread and K-tile.
-    t = terms_of(s, k, F32_TILE_K)._replace(kc_tiles=(1,) * len(s.products))
+    # (fp16x3's two weights take two partial accumulators, one per weight,
+    # as on the slice path: the scheme's own intervals apply.)
+    t = terms_of(s, k, F32_TILE_K)
+    fp16 = s.fmt == "fp16"
+    if fp16:
+        ea, eb = scales if scales is not None else (None, None)
+        if s.exact[0] or ea is None:
+            ea = (jnp.zeros((bsz, m), jnp.int32) if s.exact[0]
+                  else xla_backend.row_scale_exponents(a, 2).reshape(bsz, m).astype(jnp.int32))
+        if s.exact[1] or eb is None:
+            eb = (jnp.zeros((bsz, n), jnp.int32) if s.exact[1]
+                  else xla_backend.row_scale_exponents(b, 1).reshape(bsz, n).astype(jnp.int32))
+    else:
+        t = t._replace(kc_tiles=(1,) * len(s.products))
+        ea = eb = jnp.zeros((0,), jnp.int32)
     splits = f32_splits(m, n, k, bsz)
     out_types = (jax.ShapeDtypeStruct((bsz, m, n), jnp.float32),
                  jax.ShapeDtypeStruct((splits, bsz, m, n) if splits > 1 else (1,), jnp.float32),
                  jax.ShapeDtypeStruct((1,), jnp.int32))
     c, _, _ = jax.ffi.ffi_call("jaxemu_fused_f32", out_types)(
-        a, b,
+        a, b, ea.astype(jnp.int32), eb.astype(jnp.int32),
         term_a=np.array(t.a, np.int64), term_b=np.array(t.b, np.int64),
         term_exp=np.array(t.exp, np.int64), kc_tiles=np.array(t.kc_tiles, np.int64),
         splits=np.int64(splits), slices_a=np.int64(s.slices_of(0)), slices_b=np.int64(s.slices_of(1)),
-        lo_scale_bits=np.int64(s.lo_scale_bits), register_a=np.int64(switches.enabled("f32_register_a")))
+        lo_scale_bits=np.int64(s.lo_scale_bits),
+        register_a=np.int64(switches.enabled("f32_register_a") and not fp16), fp16=np.int64(fp16))
     return c
 
 
