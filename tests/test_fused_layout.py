@@ -212,10 +212,12 @@ def test_f32_operand_kernels_match_the_generated_ones_and_run_where_they_pay(mon
         assert F.f32_kernel(s.with_exact(False, True), 8, 4, 4), name
         assert not F.f32_kernel(s, 8, 258, 128) and not F.f32_kernel(s, 8, 256, 130), name  # TMA's 16-byte rows
     # fp16x3 too (its rows scaled in the kernel), and its exact-operand
-    # forms; by default nowhere yet (not measured)
+    # forms; by default on small outputs without an exact operand (f32_fp16_pays)
     x3 = jaxemu.get_scheme("fp16x3")
     monkeypatch.delenv("JAXEMU_CUDA_F32_OPERANDS", raising=False)
-    assert not F.f32_kernel(x3, 1024, 1 << 20, 256)
+    assert F.f32_kernel(x3, 1024, 1 << 20, 256) and F.f32_kernel(x3, 1024, 1 << 19, 512)
+    assert not F.f32_kernel(x3.with_exact(True, False), 1024, 1 << 20, 256)
+    assert not F.f32_kernel(x3, 1024, 1 << 18, 1024) and not F.f32_kernel(x3, 2048, 2048, 2048)
     monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "1")
     assert F.f32_kernel(x3, 8, 256, 128) and F.f32_kernel(x3.with_exact(True, False), 8, 256, 128)
     assert F.f32_kernel(x3.with_exact(False, True), 8, 4, 4) and not F.f32_kernel(x3, 8, 258, 128)

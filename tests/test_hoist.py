@@ -52,6 +52,14 @@ STATS = switches.variable("hoist_stats")
 
 
 @pytest.fixture
+def slice_path(monkeypatch):
+    """fp16x3 on its slice path at this file's small shapes, which by default
+    take the FP32-operand kernel (cuda_fused.f32_fp16_pays): it splits in
+    shared memory and reads no split made ahead."""
+    monkeypatch.setenv(switches.variable("f32_operands"), "0")
+
+
+@pytest.fixture
 def data():
     rng = np.random.default_rng(7)
     return (jnp.asarray(rng.standard_normal((256, 96)), jnp.float32),
@@ -69,9 +77,9 @@ def splits_and_dots(f, *args, scheme="fp16x3", **kw):
 def test_the_invariant_operand_is_split_before_the_loop(data, scheme):
     q, db = data
     splits, dots = splits_and_dots(search, q, db, scheme=scheme)
-    if scheme.startswith("bf16"):
-        # 64 x 2048 per chunk: the bf16 schemes' FP32-operand kernel, which
-        # splits in shared memory and reads no slices (cuda_fused.f32_pays)
+    if scheme in ("bf16x6", "bf16x3", "fp16x3"):
+        # 64 x 2048 per chunk: the FP32-operand kernel, which splits in
+        # shared memory and reads no slices (cuda_fused.f32_kernel)
         assert splits == [] and [e.params["presplit"] for _, e in dots] == [""]
         # a chunk of 1024 x 65536 takes the slice path (only traced here)
         q = jax.ShapeDtypeStruct((4096, 96), jnp.float32)
@@ -87,8 +95,11 @@ def test_auto_gets_fp16x3s_split_and_its_statistics_of_b(data, monkeypatch):
     """auto's first choice is fp16x3, whose branch reads the split made
     ahead; its other branches split for themselves. Its column statistics of
     the invariant B come with the split (3 + 4 arrays after the operands),
-    unless JAXEMU_CUDA_HOIST_STATS=0 (backends/switches.py)."""
-    q, db = data
+    unless JAXEMU_CUDA_HOIST_STATS=0 (backends/switches.py). (Chunks of 1024
+    x 8192: fp16x3's slice path; smaller outputs take the FP32-operand
+    kernel, cuda_fused.f32_fp16_pays, which reads no split.)"""
+    q = jax.ShapeDtypeStruct((4096, 96), jnp.float32)
+    db = jax.ShapeDtypeStruct((8192, 96), jnp.float32)
     monkeypatch.setenv(STATS, "0")
     splits, dots = splits_and_dots(search, q, db, scheme="auto")
     assert [e.params["stats"] for _, e in splits] == [None] and [len(e.invars) for _, e in dots] == [5]
@@ -98,10 +109,10 @@ def test_auto_gets_fp16x3s_split_and_its_statistics_of_b(data, monkeypatch):
             for p, e in splits] == [("", "rhs", "fp16x3", "auto")]
     assert [(p, e.params["presplit"], e.params["scheme"].name, len(e.invars))
             for p, e in dots] == [("/scan", "rhs", "auto", 9)]
-    assert [tuple(v.aval.shape) for v in splits[0][1].outvars[3:]] == [(1, 2048)] * 4  # (B, N)
+    assert [tuple(v.aval.shape) for v in splits[0][1].outvars[3:]] == [(1, 8192)] * 4  # (B, N)
 
 
-def test_auto_takes_the_statistics_of_an_invariant_b_beside_an_exact_a(data, monkeypatch):
+def test_auto_takes_the_statistics_of_an_invariant_b_beside_an_exact_a(data, monkeypatch, slice_path):
     """The k-means update's shape (one-hot^T X, X the scan's const): no
     split ahead (an exact operand), but auto's statistics of X are; the
     points as A (x @ c.T) get their split and no statistics (auto's pass
@@ -145,7 +156,7 @@ def test_statistics_made_ahead_give_auto_the_same_test(data):
             np.testing.assert_array_equal(np.asarray(own.normwise_ratio), np.asarray(given.normwise_ratio))
 
 
-def test_the_points_of_a_fori_loop_are_split_before_it(data):
+def test_the_points_of_a_fori_loop_are_split_before_it(data, slice_path):
     x, _ = data
     c = x[:64]
     splits, dots = splits_and_dots(lloyd_like, x, c)
@@ -250,7 +261,7 @@ def test_same_results_under_jit_grad_vmap_jvp(data, monkeypatch):
 @pytest.mark.skipif(jax.default_backend() != "cpu",
                     reason="on a GPU the kernel reads the split (tests/test_cuda.py counts it)")
 @pytest.mark.parametrize("scheme", ["fp16x3", "auto"])
-def test_where_no_kernel_reads_it_xla_deletes_the_split(data, monkeypatch, scheme):
+def test_where_no_kernel_reads_it_xla_deletes_the_split(data, monkeypatch, scheme, slice_path):
     """On the CPU the split made ahead (auto: and its statistics of B) is
     dead code: the compiled program holds the same instructions with and
     without it (none of the slice layout's arrays)."""

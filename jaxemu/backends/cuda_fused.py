@@ -525,8 +525,8 @@ def f32_kernel(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
     runs = (switches.enabled("f32_operands") and kind and s.split == "rn"
             and (s.fmt, s.slices_of(0), s.slices_of(1), len(s.products)) in F32_KERNELS
             and k > 0 and k % 4 == 0 and n % 4 == 0)
-    # (fp16x3 takes it only where forced, until its own measurements say where it pays.)
-    return runs and (switches.forced("f32_operands") or (s.fmt == "bf16" and f32_pays(m, n, batch)))
+    pays = f32_pays(m, n, batch) if s.fmt == "bf16" else (not any(s.exact) and f32_fp16_pays(m, n))
+    return runs and (switches.forced("f32_operands") or pays)
 
 
 def f32_tiles(m: int, n: int, batch: int = 1) -> int:
@@ -544,6 +544,29 @@ def f32_pays(m: int, n: int, batch: int = 1) -> bool:
     kernel reads the one-hot in FP32 where the slice path writes it in 16
     bits."""
     return f32_tiles(m, n, batch) <= F32_MAX_WAVES * sm_count()
+
+
+# fp16x3 takes the FP32-operand kernel where M N / (M + N) <= this
+# (f32_fp16_pays). Its slice path reads and writes each operand in passes
+# whose bytes grow with (M + N) K while the GEMM grows with M N K; the
+# kernel runs at ~2.0x SGEMM whatever the shape (its in-kernel cut and two
+# partials bound it: 2.23x at 8192^3). H200, x SGEMM, slice path / kernel,
+# normal(0,1), one process (scripts/f32_ab.py, docs/performance.md stop
+# 43): 1024 x 1048576 x 256 (M N / (M + N) = 205, the k-means update)
+# 1.23 / 1.78; 512 x 1048576 x 512 (256) 1.35 / 1.91; 1024 x 524288 x 512
+# (341) 1.71 / 1.92; 1024 x 262144 x 1024 (512) 2.51 / 2.03, but 1024 x
+# 1048576 x 1024 (512) 1.71 / 2.03; 2048 x 131072 x 1024 (683) 2.88 /
+# 2.01; 4096 x 65536 x 1024 (819) 3.09 / 2.04; 2048^3 2.24 / 1.84; 8192^3
+# 4.02 / 2.23. With an exact operand (the update as k-means writes it,
+# one-hot) the slice path splits only the other operand and stays ahead:
+# 5.33 ms against 5.51 (scripts/onehot_bench.py).
+F32_FP16_MAX_SIZE = 384
+
+
+def f32_fp16_pays(m: int, n: int) -> bool:
+    """Whether fp16x3 (no exact operand) runs faster on the FP32-operand
+    kernel than on the slice path: M N / (M + N) <= F32_FP16_MAX_SIZE."""
+    return m * n <= F32_FP16_MAX_SIZE * (m + n)
 
 
 def f32_splits(m: int, n: int, k: int, batch: int) -> int:
@@ -575,7 +598,7 @@ def f32_product(a, b, s: FloatSplit, scales=None):
     t = terms_of(s, k, F32_TILE_K)
     fp16 = s.fmt == "fp16"
     if fp16:
-        ea, eb = scales if scales is not None else (None, None)
+        ea, eb = (x.reshape(bsz, -1) for x in scales) if scales is not None else (None, None)
         if s.exact[0] or ea is None:
             ea = (jnp.zeros((bsz, m), jnp.int32) if s.exact[0]
                   else xla_backend.row_scale_exponents(a, 2).reshape(bsz, m).astype(jnp.int32))
