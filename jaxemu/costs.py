@@ -17,7 +17,9 @@ the same FLOPs and the same element count, yet fp16x3 measured 1.66x and
 each has its own coefficients (``path_of``): the cuda backend's bf16
 schemes run on the FP32-operand kernel on outputs of up to two waves of
 tiles, with no operand passes but a slower GEMM (backends/cuda_fused.py:
-f32_pays), and on the slice path elsewhere. Where a path has no fit of its
+f32_pays), and on the slice path elsewhere; fp16x3 where M N / (M + N) <=
+384 (f32_fp16_pays: since 2026-11-28, after the shipped H200 points, so
+its main fit prices that path until a calibration measures it). Where a path has no fit of its
 own (too few calibrated shapes, or shipped points that predate it), the
 scheme's main fit prices it. Where the coefficients come from, in order:
 
