@@ -549,8 +549,8 @@ def f32_pays(m: int, n: int, batch: int = 1) -> bool:
 # fp16x3 takes the FP32-operand kernel where M N / (M + N) <= this
 # (f32_fp16_pays). Its slice path reads and writes each operand in passes
 # whose bytes grow with (M + N) K while the GEMM grows with M N K; the
-# kernel runs at ~2.0x SGEMM whatever the shape (its in-kernel cut and two
-# partials bound it: 2.23x at 8192^3). H200, x SGEMM, slice path / kernel,
+# kernel runs at ~2.0x SGEMM whatever the shape (2.23x at 8192^3; what
+# bounds it is not profiled yet). H200, x SGEMM, slice path / kernel,
 # normal(0,1), one process (scripts/f32_ab.py, docs/performance.md stop
 # 43): 1024 x 1048576 x 256 (M N / (M + N) = 205, the k-means update)
 # 1.23 / 1.78; 512 x 1048576 x 512 (256) 1.35 / 1.91; 1024 x 524288 x 512
