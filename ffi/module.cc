@@ -14,6 +14,7 @@
 
 #include "fused.h"
 #include "int8.h"
+#include "mixpert.h"
 #include "stats.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -544,6 +545,59 @@ XLA_FFI_DEFINE_HANDLER(kColStats, ColStatsImpl,
                            .Ret<ffi::AnyBuffer>()   // partial: (chunks, 4, L, N) float32
                            .Ret<ffi::AnyBuffer>());  // out: (4, L, N) float32
 
+// The MixPert kernel (mixpert.h): A slices (L, M, K/TK, Sa, TK) int8, B
+// slices (L, N, K/TK, Sb, TK) int8, scale factors (L, K/32, Mp) and (L,
+// K/32, Np) float32 (rows padded to a multiple of 4) -> C (splits, L, M, N)
+// float32 (mixpert/params.h).
+ffi::Error MixpertImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer scale_a,
+                       ffi::AnyBuffer scale_b, ffi::Result<ffi::AnyBuffer> c) {
+  auto da = a.dimensions(), db = b.dimensions(), dsa = scale_a.dimensions(), dsb = scale_b.dimensions();
+  auto dc = c->dimensions();
+  if (a.element_type() != ffi::DataType::S8 || b.element_type() != ffi::DataType::S8 ||
+      scale_a.element_type() != ffi::DataType::F32 || scale_b.element_type() != ffi::DataType::F32 ||
+      c->element_type() != ffi::DataType::F32)
+    return ffi::Error::InvalidArgument("jaxemu mixpert: slices must be int8, scale factors and C float32");
+  constexpr int64_t tk = mixpert::kTileK, align = mixpert::kScaleAlign;
+  const bool ok = da.size() == 5 && db.size() == 5 && dsa.size() == 3 && dsb.size() == 3 && dc.size() == 4 &&
+                  da[4] == tk && db[4] == tk && db[0] == da[0] && db[2] == da[2] && dc[1] == da[0] &&
+                  dc[2] == da[1] && dc[3] == db[1] && dsa[0] == da[0] && dsb[0] == da[0] &&
+                  dsa[1] == da[2] * (tk / mixpert::kScaleTile) && dsb[1] == dsa[1] &&
+                  dsa[2] == (da[1] + align - 1) / align * align && dsb[2] == (db[1] + align - 1) / align * align;
+  if (!ok)
+    return ffi::Error::InvalidArgument(
+        "jaxemu mixpert: expected A (L, M, K/128, Sa, 128), B (L, N, K/128, Sb, 128), scale_a (L, K/32, Mp), "
+        "scale_b (L, K/32, Np) (rows rounded up to 4), C (splits, L, M, N); got " + shape_str(da) + ", " +
+        shape_str(db) + ", " + shape_str(dsa) + ", " + shape_str(dsb) + ", " + shape_str(dc));
+  mixpert::Problem p;
+  p.a = static_cast<const int8_t*>(a.untyped_data());
+  p.b = static_cast<const int8_t*>(b.untyped_data());
+  p.scale_a = static_cast<const float*>(scale_a.untyped_data());
+  p.scale_b = static_cast<const float*>(scale_b.untyped_data());
+  p.c = static_cast<float*>(c->untyped_data());
+  p.batch = da[0];
+  p.m = da[1];
+  p.n = db[1];
+  p.k = da[2] * tk;
+  p.sa = int(da[3]);
+  p.sb = int(db[3]);
+  p.splits = int(dc[0]);
+  if (p.m == 0 || p.n == 0 || p.batch == 0) return ffi::Error::Success();
+  std::string why = mixpert::check(p);
+  if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu mixpert: " + why);
+  why = mixpert::run(p, stream);
+  if (!why.empty()) return ffi::Error::Internal("jaxemu mixpert: " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kMixpert, MixpertImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // a: (L, M, K/128, Sa, 128) int8
+                           .Arg<ffi::AnyBuffer>()   // b: (L, N, K/128, Sb, 128) int8
+                           .Arg<ffi::AnyBuffer>()   // scale_a: (L, K/32, Mp) float32
+                           .Arg<ffi::AnyBuffer>()   // scale_b: (L, K/32, Np) float32
+                           .Ret<ffi::AnyBuffer>());  // c: (splits, L, M, N) float32
+
 template <typename T>
 nb::capsule capsule(T* fn) {
   return nb::capsule(reinterpret_cast<void*>(fn));
@@ -566,13 +620,17 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_int8_gemm_residues"] = capsule(kInt8GemmResidues);
     d["jaxemu_ozaki2_residues"] = capsule(kOzakiResidues);
     d["jaxemu_ozaki2_crt"] = capsule(kOzakiCrt);
+    d["jaxemu_mixpert"] = capsule(kMixpert);
     d["jaxemu_row_stats"] = capsule(kRowStats);
     d["jaxemu_col_stats"] = capsule(kColStats);
     return d;
   });
-  m.def("supported_families", []() { return std::vector<std::string>{"fused", "int8"}; });
+  m.def("supported_families", []() { return std::vector<std::string>{"fused", "int8", "mixpert"}; });
   m.def("fused_tile_k", [](const std::string& fmt) {
     return fused::tile_k(fmt == "tf32" ? fused::SliceType::kTF32 : fmt == "fp16" ? fused::SliceType::kFP16 : fused::SliceType::kBF16);
+  });
+  m.def("mixpert_limits", []() {
+    return std::vector<int64_t>{mixpert::kTileK, mixpert::kScaleTile, mixpert::kScaleAlign};
   });
   m.def("int8_limits", []() {
     return std::vector<int64_t>{int8::kMaxExactK, int8::kAlignK, int8::kAlignN, int8::kMaxModuli};

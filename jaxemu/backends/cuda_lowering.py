@@ -10,7 +10,7 @@ import functools
 import jax
 
 from . import SplitProduct, register_product, switches
-from ..schemes import FloatSplit, Ozaki2
+from ..schemes import FloatSplit, Int8Split, Ozaki2
 
 
 @functools.lru_cache(maxsize=None)
@@ -23,19 +23,23 @@ def _gpus_supported(ext) -> bool:
     return bool(devs) and all(d.compute_capability.startswith("9.") for d in devs)
 
 
-def handles(s, families=("fused", "int8")) -> bool:
+def handles(s, families=("fused", "int8", "mixpert")) -> bool:
     """Concrete schemes the kernels run: multi-slice float schemes that a
     fused kernel configuration holds ("fused": every catalogue scheme;
     cuda_fused.kernel_tiles) and Ozaki II ("int8"). One-slice natives (bf16,
     fp16, tf32) gain nothing from promotion and cuBLAS runs them faster
     through XLA (measured: docs/performance.md), so they stay on the xla
-    backend; so do MixPert's int8 levels (per-tile exponents: no kernel
-    yet) and custom float schemes no configuration holds (4 slices, fp16
-    with 3); ``jaxemu.backends.backend_for(scheme)`` names the backend that
-    runs a scheme (``jaxemu.info()`` lists the catalogue's)."""
+    backend; MixPert's int8 levels run on the MixPert kernel ("mixpert":
+    K-tiles of 32, the catalogue's), custom float schemes no configuration
+    holds (4 slices, fp16 with 3) on the xla backend;
+    ``jaxemu.backends.backend_for(scheme)`` names the backend that runs a
+    scheme (``jaxemu.info()`` lists the catalogue's)."""
     if isinstance(s, FloatSplit):
         from .cuda_fused import kernel_tiles
         return "fused" in families and s.slices > 1 and bool(kernel_tiles(s))
+    if isinstance(s, Int8Split):
+        from .cuda_mixpert import supports
+        return "mixpert" in families and supports(s)
     return isinstance(s, Ozaki2) and "int8" in families
 
 
@@ -47,6 +51,8 @@ def families(ext) -> tuple:
     fams = tuple(ext.supported_families())
     if not switches.enabled("int8"):
         fams = tuple(f for f in fams if f != "int8")
+    if not switches.enabled("mixpert"):
+        fams = tuple(f for f in fams if f != "mixpert")
     return fams
 
 
@@ -56,10 +62,13 @@ def make_product(ext):
     (cuda_fused.py); for Ozaki II, cuda_int8.py."""
     from .cuda_fused import fused_product
     from .cuda_int8 import ozaki2_product
+    from .cuda_mixpert import mixpert_product
 
     def product(a, b, s, scales=None, fits=False, presplit=(None, None)):
         if isinstance(s, Ozaki2):
             return ozaki2_product(a, b, s)
+        if isinstance(s, Int8Split):
+            return mixpert_product(a, b, s)
         return fused_product(a, b, s, scales, fits, presplit)
     return product
 

@@ -418,13 +418,15 @@ def int8_tile_stats(a, b, s: Int8Split):
     return a, b, a_sl, ea, oka, b_sl, eb, okb
 
 
-def int8_split_dot(a, b, s: Int8Split, platform: str):
-    """MixPert int8 levels on finite canonical operands (reference formulation:
-    one int8 product per K-tile and level, exact int32 accumulation, scaling
-    by the tile exponents in FP32, tiles summed in FP32)."""
-    a, b, a_sl, ea, oka, b_sl, eb, okb = int8_tile_stats(a, b, s)
-    bsz, m, k = a.shape
-    n = b.shape[2]
+def int8_tile_products(a_sl, ea, oka, b_sl, eb, okb, s: Int8Split):
+    """The fixed-point part of a MixPert product, from int8_tile_stats' slices,
+    exponents and masks (reference formulation: one int8 product per K-tile
+    and level, exact int32 accumulation, scaling by the tile exponents in
+    FP32, tiles summed in FP32 level by level, levels added smallest first);
+    zero where a tile pair falls back."""
+    bsz, m, nt, kt = a_sl[0].shape
+    k = nt * kt
+    n = b_sl[0].shape[3]
     # Back to (B, M, K) / (B, K, N) int8 so chunked_sum can re-tile them.
     a_flat = [x.reshape(bsz, m, k) for x in a_sl]
     b_flat = [x.reshape(bsz, k, n) for x in b_sl]
@@ -448,7 +450,16 @@ def int8_split_dot(a, b, s: Int8Split, platform: str):
         return outs
 
     accs = chunked_sum(partial_fn, a_flat, b_flat, s.ktile, len(levels))
-    c = _combine_levels(accs, levels, 0)
+    return _combine_levels(accs, levels, 0)
+
+
+def int8_split_dot(a, b, s: Int8Split, platform: str, tile_products=int8_tile_products):
+    """MixPert int8 levels on finite canonical operands: the fixed-point
+    products (``tile_products``: int8_tile_products, or a kernel computing
+    the same sum, jaxemu/backends/cuda_mixpert.py), then the float fallback
+    of the tiles that the fixed-point format cannot hold."""
+    a, b, a_sl, ea, oka, b_sl, eb, okb = int8_tile_stats(a, b, s)
+    c = tile_products(a_sl, ea, oka, b_sl, eb, okb, s)
 
     # Tiles the fixed-point format cannot hold go through the float fallback:
     # pairs (A tile bad, any B) + (A tile good, B tile bad). The operands are

@@ -1,0 +1,20 @@
+// jaxemu MixPert kernel: host interface (see mixpert/params.h for the problem).
+#pragma once
+
+#include <string>
+
+#include <cuda_runtime.h>
+
+#include "mixpert/params.h"
+
+namespace jaxemu {
+namespace mixpert {
+
+// "" when a kernel exists for p's slice counts (MixPert levels I-IV) and p
+// can run, else why not.
+std::string check(const Problem& p);
+// Launches on `stream` (no host synchronisation); "" or an error message.
+std::string run(const Problem& p, cudaStream_t stream);
+
+}  // namespace mixpert
+}  // namespace jaxemu

@@ -1,0 +1,10 @@
+// MixPert level 3: 3 slices of A, 2 of B (ffi/mixpert/params.h).
+#include "../launch.cuh"
+
+namespace jaxemu {
+namespace mixpert {
+
+std::string run_l3(const Problem& p, cudaStream_t stream) { return launch<Traits<3, 2>>(p, stream); }
+
+}  // namespace mixpert
+}  // namespace jaxemu

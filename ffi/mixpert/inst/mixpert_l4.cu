@@ -1,0 +1,10 @@
+// MixPert level 4: 3 slices of A, 3 of B (ffi/mixpert/params.h).
+#include "../launch.cuh"
+
+namespace jaxemu {
+namespace mixpert {
+
+std::string run_l4(const Problem& p, cudaStream_t stream) { return launch<Traits<3, 3>>(p, stream); }
+
+}  // namespace mixpert
+}  // namespace jaxemu

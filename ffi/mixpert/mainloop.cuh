@@ -1,0 +1,188 @@
+// Mainloop of the MixPert kernel: a producer thread streams stages (every
+// int8 slice of A's and B's 128-step K-tile, and the scale factors of its
+// four MixPert tiles) through a TMA pipeline; two consumer warpgroups, per
+// MixPert K-tile of 32, run each level's slice products on the int8 tensor
+// cores into that level's int32 accumulator (exact), then fold the tile
+// into the FP32 total:
+//   total += (sum_L 2^(7 (NL - 1 - L)) P_L) * (scale_a[row] * scale_b[col])
+// one round-to-nearest FP32 multiply-add per element and K-tile (the level
+// combination rounds once more where it exceeds 24 bits). The tile's wait
+// for its wgmma is the price of per-tile exponents: the two consumer
+// warpgroups take turns, one converting while the other's products run.
+#pragma once
+
+#include "cute/tensor.hpp"
+#include "cutlass/arch/barrier.h"
+#include "cutlass/pipeline/sm90_pipeline.hpp"
+
+#include "../fused/epilogue.cuh"
+#include "../fused/scheduler.cuh"
+#include "traits.cuh"
+
+namespace jaxemu {
+namespace mixpert {
+
+// Exact int32 -> float for |x| < 2^22: x added to the bits of 1.5 2^23 is
+// the float 1.5 2^23 + x (one integer add; the subtraction is exact), where
+// cvt.rn.f32.s32 issues at a quarter of the rate.
+__device__ __forceinline__ float small_int_to_float(int32_t x) {
+  return __int_as_float(x + 0x4B400000) - 12582912.0f;
+}
+
+template <class T>
+struct Mainloop {
+  using Pipeline = typename T::Pipeline;
+  using PipelineState = typename T::PipelineState;
+  static constexpr int TM = T::kTileM, TN = T::kTileN, TK = T::kTileK, SA = T::kSlicesA, SB = T::kSlicesB;
+  static constexpr int NL = T::kLevels;
+
+  // K-tiles (of TK) of split `split`: an equal contiguous range each.
+  static __device__ void k_range(int k_tiles, int split, int splits, int& kb, int& ke) {
+    kb = int(int64_t(k_tiles) * split / splits);
+    ke = int(int64_t(k_tiles) * (split + 1) / splits);
+  }
+
+  static __device__ void load(typename T::Params const& params, Pipeline& pipeline, PipelineState& write,
+                              typename T::SharedStorage& smem, fused::WorkTile const& w) {
+    const fused::Problem& p = params.problem;
+    const int L = int(p.batch);
+    Tensor mA = params.tma_a.get_tma_tensor(T::gmem_shape(int(p.m), int(p.k), SA, L));
+    Tensor mB = params.tma_b.get_tma_tensor(T::gmem_shape(int(p.n), int(p.k), SB, L));
+    Tensor mSA = params.tma_sa.get_tma_tensor(T::scale_shape(params.m_pad, int(p.k), L));
+    Tensor mSB = params.tma_sb.get_tma_tensor(T::scale_shape(params.n_pad, int(p.k), L));
+    Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
+    Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});
+    Tensor sSA = make_tensor(make_smem_ptr(smem.scale_a.data()), typename T::SmemLayoutSA{});
+    Tensor sSB = make_tensor(make_smem_ptr(smem.scale_b.data()), typename T::SmemLayoutSB{});
+    auto tma_a = params.tma_a.get_slice(0);
+    auto tma_b = params.tma_b.get_slice(0);
+    auto tma_sa = params.tma_sa.get_slice(0);
+    auto tma_sb = params.tma_sb.get_slice(0);
+    Tensor tAsA = tma_a.partition_D(sA);  // (TMA, TMA_M, TMA_K, slice + SA stage)
+    Tensor tBsB = tma_b.partition_D(sB);
+    Tensor tSAs = tma_sa.partition_D(sSA);  // (TMA, _1, _1, stage)
+    Tensor tSBs = tma_sb.partition_D(sSB);
+    // This tile's scale factors, by stage of K: (TM, KT, k-stage) and (TN, KT, k-stage).
+    Tensor gSA = local_tile(mSA(_, _, w.l), Shape<Int<TM>, Int<T::kKTiles>>{}, make_coord(w.m_blk, _));
+    Tensor gSB = local_tile(mSB(_, _, w.l), Shape<Int<TN>, Int<T::kKTiles>>{}, make_coord(w.n_blk, _));
+    Tensor tSAg = tma_sa.partition_S(gSA);
+    Tensor tSBg = tma_sb.partition_S(gSB);
+    int kb, ke;
+    k_range(params.k_tiles, w.split, p.splits, kb, ke);
+    for (int kt = kb; kt < ke; ++kt) {
+      pipeline.producer_acquire(write);
+      auto* bar = pipeline.producer_get_barrier(write);
+      const int stage = write.index();
+      CUTLASS_PRAGMA_UNROLL
+      for (int s = 0; s < SA; ++s) {
+        Tensor gA = local_tile(mA(_, _, make_coord(s, w.l)), Shape<Int<TM>, Int<TK>>{}, make_coord(w.m_blk, _));
+        copy(params.tma_a.with(*bar, 0), tma_a.partition_S(gA)(_, _, _, kt), tAsA(_, _, _, s + SA * stage));
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int s = 0; s < SB; ++s) {
+        Tensor gB = local_tile(mB(_, _, make_coord(s, w.l)), Shape<Int<TN>, Int<TK>>{}, make_coord(w.n_blk, _));
+        copy(params.tma_b.with(*bar, 0), tma_b.partition_S(gB)(_, _, _, kt), tBsB(_, _, _, s + SB * stage));
+      }
+      copy(params.tma_sa.with(*bar, 0), tSAg(_, _, _, kt), tSAs(_, _, _, stage));
+      copy(params.tma_sb.with(*bar, 0), tSBg(_, _, _, kt), tSBs(_, _, _, stage));
+      ++write;
+    }
+  }
+
+  // Every slice product of MixPert K-tile kb of the stage, each into its
+  // level's accumulator (started from zero by the level's first product).
+  template <class Acc, class FragA, class FragB>
+  static __device__ void products(typename T::TiledMma& tiled_mma, FragA const& tCrA, FragB const& tCrB, int kb,
+                                  int base_a, int base_b, Acc (&acc)[NL]) {
+    bool fresh[NL];
+    CUTLASS_PRAGMA_UNROLL
+    for (int l = 0; l < NL; ++l) fresh[l] = true;
+    // Smallest level first, as the xla backend adds them (the order does not
+    // matter for exact integer sums; it does for when each wgmma may issue).
+    CUTLASS_PRAGMA_UNROLL
+    for (int l = NL - 1; l >= 0; --l) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < SA; ++i) {
+        const int j = l - i;
+        if (j < 0 || j >= SB) continue;
+        tiled_mma.accumulate_ = fresh[l] ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+        cute::gemm(tiled_mma, tCrA(_, _, kb, base_a + i), tCrB(_, _, kb, base_b + j), acc[l]);
+        fresh[l] = false;
+      }
+    }
+  }
+
+  // The consumers' K-loop of one work item into `total` (FP32; the level
+  // accumulators are local to it, not live across the epilogue).
+  template <class Accum, class Coords, class ThrMma>
+  static __device__ void mma(typename T::Params const& params, Pipeline& pipeline, PipelineState& read,
+                             typename T::SharedStorage& smem, fused::WorkTile const& w,
+                             typename T::TiledMma& tiled_mma, ThrMma const& thr_mma, Accum& total,
+                             Coords const& coords) {
+    using Epi = fused::Epilogue<T>;
+    Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});
+    Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});
+    Tensor tCsA = thr_mma.partition_A(sA);  // (MMA, MMA_M, MMA_K, slice + SA stage)
+    Tensor tCsB = thr_mma.partition_B(sB);
+    Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // smem descriptors
+    Tensor tCrB = thr_mma.make_fragment_B(tCsB);
+    using IntAcc = decltype(partition_fragment_C(tiled_mma, Shape<Int<TM>, Int<TN>>{}));
+    IntAcc acc[NL];
+    CUTLASS_PRAGMA_UNROLL
+    for (int l = 0; l < NL; ++l) acc[l] = partition_fragment_C(tiled_mma, Shape<Int<TM>, Int<TN>>{});
+    clear(total);
+    // This thread's two rows and TN / 4 columns of the tile (fused/epilogue.cuh:
+    // accumulator i lies in row slot row_of(i), column slot col_of(i)).
+    int rows[2], cols[TN / 4];
+    CUTLASS_PRAGMA_UNROLL
+    for (int h = 0; h < 2; ++h) rows[h] = get<0>(coords(2 * h));
+    CUTLASS_PRAGMA_UNROLL
+    for (int q = 0; q < TN / 4; ++q) cols[q] = get<1>(coords(Epi::value_in_col(q)));
+    const float* scale_a = smem.scale_a.data();
+    const float* scale_b = smem.scale_b.data();
+
+    int kb, ke;
+    k_range(params.k_tiles, w.split, params.problem.splits, kb, ke);
+    for (int kt = kb; kt < ke; ++kt) {
+      pipeline.consumer_wait(read);
+      const int stage = read.index();
+      CUTLASS_PRAGMA_UNROLL
+      for (int t = 0; t < T::kKTiles; ++t) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int l = 0; l < NL; ++l) warpgroup_fence_operand(acc[l]);
+        warpgroup_arrive();
+        products(tiled_mma, tCrA, tCrB, t, SA * stage, SB * stage, acc);
+        warpgroup_commit_batch();
+        warpgroup_wait<0>();
+        CUTLASS_PRAGMA_UNROLL
+        for (int l = 0; l < NL; ++l) warpgroup_fence_operand(acc[l]);
+        // The tile's scale factors (rows: TM per K-tile, stage after stage).
+        const float* sa = scale_a + (stage * T::kKTiles + t) * TM;
+        const float* sb = scale_b + (stage * T::kKTiles + t) * TN;
+        float fa[2], fb[TN / 4];
+        CUTLASS_PRAGMA_UNROLL
+        for (int h = 0; h < 2; ++h) fa[h] = sa[rows[h]];
+        CUTLASS_PRAGMA_UNROLL
+        for (int q = 0; q < TN / 4; q += 2) {  // columns 2j and 2j + 1 are adjacent, the first even
+          const float2 v = *reinterpret_cast<const float2*>(sb + cols[q]);
+          fb[q] = v.x;
+          fb[q + 1] = v.y;
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(total); ++i) {
+          // sum_L 2^(7 (NL - 1 - L)) P_L: exact up to 2^24, rounded once beyond.
+          float v = small_int_to_float(acc[NL - 1](i));
+          CUTLASS_PRAGMA_UNROLL
+          for (int l = NL - 2; l >= 0; --l)
+            v = fmaf(small_int_to_float(acc[l](i)), float(1 << (7 * (NL - 1 - l))), v);
+          total(i) = fmaf(v, fa[Epi::row_of(i)] * fb[Epi::col_of(i)], total(i));
+        }
+      }
+      pipeline.consumer_release(read);
+      ++read;
+    }
+  }
+};
+
+}  // namespace mixpert
+}  // namespace jaxemu

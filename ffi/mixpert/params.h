@@ -1,0 +1,47 @@
+// jaxemu MixPert kernel: the problem shared by host and device.
+//
+// MixPert (LCTES 2024) levels on the int8 tensor cores, one launch per
+// emulated product. Each row of A and each column of B is cut into K-tiles
+// of 32 values; a tile shares one exponent, and its values, aligned to it,
+// are cut into int8 slices (jaxemu/backends/xla.py: split_int8). Per K-tile
+// the slice products of each level (products (i, j) with equal i + j have
+// equal weight) accumulate exactly in one int32 accumulator per level; the
+// levels are combined, converted to FP32 and scaled by the tile pair's
+// factor 2^(e_A + e_B - c) once per K-tile: C = sum over K-tiles t of
+// scale_a[t, m] scale_b[t, n] sum_L 2^(7 (NL - 1 - L)) P_L[t, m, n].
+//   a:       (L, M, K / TK, SA, TK) int8, TK = 128 (four K-tiles of 32):
+//            for each row and 128 K-steps the SA slices side by side
+//   b:       (L, N, K / TK, SB, TK) int8 (B stored transposed), likewise
+//   scale_a: (L, K / 32, Mp) float32, Mp = M rounded up to a multiple of 4
+//            (16-byte rows for TMA): A's factor for row m, K-tile t, zero
+//            for tiles that take the float fallback
+//   scale_b: (L, K / 32, Np) float32, likewise for B
+//   c:       (splits, L, M, N) float32; splits > 1: one partial per K-split
+// K is a multiple of TK (the caller zero-pads: zero tiles add nothing).
+// Exactness: slices lie in [-64, 64], so a level of at most 3 products sums
+// to at most 3 * 32 * 64 * 64 < 2^19 per K-tile, well inside int32, and
+// below 2^22, where float's integer trick (mainloop.cuh) is exact.
+#pragma once
+
+#include <cstdint>
+
+namespace jaxemu {
+namespace mixpert {
+
+constexpr int kTileK = 128;    // K-steps per pipeline stage (one 128-byte swizzle row of int8)
+constexpr int kScaleTile = 32;  // K-steps per MixPert tile (one int8 wgmma)
+constexpr int kScaleAlign = 4;  // scale_a / scale_b rows padded to this many floats
+
+struct Problem {
+  const int8_t* a = nullptr;
+  const int8_t* b = nullptr;
+  const float* scale_a = nullptr;
+  const float* scale_b = nullptr;
+  float* c = nullptr;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  int sa = 2, sb = 2;  // slices of A and B: MixPert level (l, r) keeps l + 1 and r + 1
+  int splits = 1;      // K-splits, each writing its own partial (deterministic)
+};
+
+}  // namespace mixpert
+}  // namespace jaxemu

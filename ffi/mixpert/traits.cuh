@@ -1,0 +1,130 @@
+// Compile-time configuration of the MixPert kernel (params.h): tile shape,
+// shared-memory layouts, the int8 wgmma, the pipeline, and the level
+// structure of MixPert level (SA - 1, SB - 1).
+#pragma once
+
+#include "cute/tensor.hpp"
+#include "cute/atom/mma_atom.hpp"
+#include "cute/atom/copy_traits_sm90_tma.hpp"
+#include "cute/arch/mma_sm90.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/pipeline/sm90_pipeline.hpp"
+
+#include "../fused/params.h"
+#include "../fused/scheduler.cuh"
+#include "params.h"
+
+namespace jaxemu {
+namespace mixpert {
+
+using namespace cute;
+
+template <int SlicesA_, int SlicesB_, int TileN_ = 64>
+struct Traits {
+  using Element = int8_t;
+  static constexpr int kTileM = 128;  // two consumer warpgroups of 64 rows
+  static constexpr int kTileN = TileN_;
+  static constexpr int kTileK = mixpert::kTileK;
+  static constexpr int kSlicesA = SlicesA_;
+  static constexpr int kSlicesB = SlicesB_;
+  // Levels: products (i, j), i < SA, j < SB, with i + j <= max(SA, SB) - 1
+  // (jaxemu/schemes.py: Int8Split.products); level L = i + j weighs
+  // 2^-(12 + 7 L) relative to the tile exponents.
+  static constexpr int kLevels = kSlicesA > kSlicesB ? kSlicesA : kSlicesB;
+  static_assert(kSlicesA >= 2 && kSlicesA <= 3 && kSlicesB >= 2 && kSlicesB <= 3, "MixPert levels I-IV");
+  // Registers per consumer thread: the FP32 total and one int32 accumulator
+  // per level, TileN / 2 values each (a 64 x TileN wgmma tile per warpgroup).
+  static_assert((1 + kLevels) * kTileN / 2 <= 160, "accumulators beyond the consumers' register budget");
+  static constexpr int kKTiles = kTileK / kScaleTile;  // MixPert K-tiles per stage (4)
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= kThreads * 168,
+                "setmaxnreg beyond the registers the CTA was launched with");
+  // C is stored from registers (fused/epilogue.cuh); all shared memory is pipeline.
+  static constexpr bool kTmaStore = false;
+
+  // A stage: every slice of A's and B's 128-step K-tile, and the scale
+  // factors of their four MixPert tiles.
+  static constexpr int kStageBytes = (kSlicesA * kTileM + kSlicesB * kTileN) * kTileK + (kTileM + kTileN) * kKTiles * 4;
+  static constexpr int kStages = (227 * 1024 - 1024) / kStageBytes;
+  static_assert(kStages >= 2, "tile too large for a pipeline");
+
+  using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<kTileK>>;
+  using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutA =
+      decltype(tile_to_shape(SmemAtom{}, make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kSlicesA * kStages>{})));
+  using SmemLayoutB =
+      decltype(tile_to_shape(SmemAtom{}, make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kSlicesB * kStages>{})));
+  // Scale factors: (rows, MixPert K-tile, stage), rows contiguous (as in global memory).
+  using SmemLayoutSA = Layout<Shape<Int<kTileM>, Int<kKTiles>, Int<kStages>>>;
+  using SmemLayoutSB = Layout<Shape<Int<kTileN>, Int<kKTiles>, Int<kStages>>>;
+
+  // wgmma 64 x TileN x 32, int8 x int8 -> int32 (exact), both operands
+  // K-major in shared memory; the two consumer warpgroups split the 128 rows.
+  using MmaAtom = decltype(GMMA::ss_op_selector<Element, Element, int32_t, TileShape>());
+  using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kConsumerWarpgroups>, _1, _1>>{}));
+
+  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
+  using PipelineState = typename Pipeline::PipelineState;
+
+  // Global slices, as the fused kernels' (ffi/fused/traits.cuh): (L, rows,
+  // K / TK, S, TK) in memory; as TMA sees them: (rows, (TK, K / TK), (S, L)).
+  using GmemLayout = Layout<Shape<int32_t, Shape<Int<kTileK>, int32_t>, Shape<int32_t, int32_t>>,
+                            Stride<int64_t, Stride<_1, int64_t>, Stride<Int<kTileK>, int64_t>>>;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemLayout{}));
+  static CUTLASS_HOST_DEVICE auto gmem_shape(int32_t rows, int32_t k, int32_t slices, int32_t batch) {
+    return make_shape(rows, make_shape(Int<kTileK>{}, k / kTileK), make_shape(slices, batch));
+  }
+  static CUTLASS_HOST_DEVICE GmemLayout gmem_layout(int32_t rows, int32_t k, int32_t slices, int32_t batch) {
+    const int64_t row_stride = int64_t(k) * slices;
+    return make_layout(gmem_shape(rows, k, slices, batch),
+                       make_stride(row_stride, make_stride(_1{}, int64_t(kTileK) * slices),
+                                   make_stride(Int<kTileK>{}, int64_t(rows) * row_stride)));
+  }
+  // Global scale factors: (rows_padded, K / 32, L), rows contiguous.
+  using ScaleLayout = Layout<Shape<int32_t, int32_t, int32_t>, Stride<_1, int64_t, int64_t>>;
+  using ScaleTensor = decltype(make_tensor(make_gmem_ptr(static_cast<float const*>(nullptr)), ScaleLayout{}));
+  static CUTLASS_HOST_DEVICE auto scale_shape(int32_t rows_padded, int32_t k, int32_t batch) {
+    return make_shape(rows_padded, k / kScaleTile, batch);
+  }
+  static CUTLASS_HOST_DEVICE ScaleLayout scale_layout(int32_t rows_padded, int32_t k, int32_t batch) {
+    return make_layout(scale_shape(rows_padded, k, batch),
+                       make_stride(_1{}, int64_t(rows_padded), int64_t(rows_padded) * (k / kScaleTile)));
+  }
+
+  using TmaA = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutA{}(_, _, 0),
+                                      make_shape(Int<kTileM>{}, Int<kTileK>{}), _1{}));
+  using TmaB = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutB{}(_, _, 0),
+                                      make_shape(Int<kTileN>{}, Int<kTileK>{}), _1{}));
+  using TmaSA = decltype(make_tma_copy(SM90_TMA_LOAD{}, ScaleTensor{}, SmemLayoutSA{}(_, _, 0)));
+  using TmaSB = decltype(make_tma_copy(SM90_TMA_LOAD{}, ScaleTensor{}, SmemLayoutSB{}(_, _, 0)));
+  static constexpr uint32_t kTmaBytesPerStage = uint32_t(kStageBytes);
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
+    cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
+    cute::array_aligned<float, cosize_v<SmemLayoutSA>, 128> scale_a;
+    cute::array_aligned<float, cosize_v<SmemLayoutSB>, 128> scale_b;
+    typename Pipeline::SharedStorage pipeline;
+  };
+
+  // Kernel parameters (a __grid_constant__). `problem` is in the fused
+  // kernels' form for their epilogue (ffi/fused/epilogue.cuh: C, its shape
+  // and K-splits; no row/column exponents).
+  struct Params {
+    TmaA tma_a;
+    TmaB tma_b;
+    TmaSA tma_sa;
+    TmaSB tma_sb;
+    bool tma_store;  // false: C from registers
+    fused::Problem problem;
+    int32_t m_pad, n_pad;  // scale_a / scale_b row lengths
+    int k_tiles;           // stages of K (K / kTileK)
+    fused::TileScheduler sched;
+  };
+};
+
+}  // namespace mixpert
+}  // namespace jaxemu

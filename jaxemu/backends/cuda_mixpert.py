@@ -1,0 +1,160 @@
+"""The cuda backend's MixPert levels (int8_l1 .. int8_l4): one launch of the
+MixPert kernel (ffi/mixpert/) per product.
+
+The split is the xla backend's (xla.int8_tile_stats: per-tile exponents,
+int8 slices, fallback masks: the same integers bit for bit); ``pack`` lays
+its slices out as the kernel reads them and turns each tile's exponent into
+a scale factor (zero for tiles that fall back), and the kernel sums the
+fixed-point products with exact int32 accumulation per K-tile and level
+and one FP32 fold per K-tile. The fallback tiles and FP32's special-value
+rules are the xla backend's (xla.int8_split_dot, xla.canonical_dot) around it.
+
+Scale factors: the tile pair (t, m, n) weighs 2^(e_A[m, t] + e_B[t, n] - c),
+c = 12 + 7 (levels - 1) (the weight of the combined levels' unit), split as
+2^(e_A - c_A) 2^(e_B - c_B). Where a tile exponent lies outside
+[MIN_EXP, MAX_EXP] (a tile whose largest |value| is below 2^-101 or at least
+2^63), a factor or their product could leave float's normal range: such a
+product runs the xla backend's formulation instead (the same sum; a
+conditional, visible in the jaxpr), which is rare in practice.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..schemes import Int8Split
+from . import xla as xla_backend
+
+TILE_K = 128       # ffi/mixpert/params.h: kTileK (K-steps per stage; K is padded to it)
+SCALE_TILE = 32    # kScaleTile: the MixPert K-tile the kernel supports
+SCALE_ALIGN = 4    # kScaleAlign: scale rows padded to 16 bytes
+TILE_M, TILE_N = 128, 64  # ffi/mixpert/traits.cuh
+MIN_EXP, MAX_EXP = -100, 64
+
+
+def supports(s) -> bool:
+    """MixPert schemes the kernel runs: levels I-IV on K-tiles of 32."""
+    return isinstance(s, Int8Split) and s.ktile == SCALE_TILE
+
+
+def scale_bits(s: Int8Split):
+    """(c_A, c_B): the split of the combined levels' weight 2^-c between A's
+    and B's factors."""
+    c = 12 + 7 * max(s.level)
+    return c // 2, c - c // 2
+
+
+def _pad_rows(x, axis):
+    pad = (-x.shape[axis]) % SCALE_ALIGN
+    if not pad:
+        return x
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (0, pad)
+    return jnp.pad(x, widths)
+
+
+def pack(a_sl, ea, oka, b_sl, eb, okb, s: Int8Split):
+    """The kernel's operands from xla.int8_tile_stats' output (K a multiple
+    of TILE_K): A's slices (B, M, K / 128, SA, 128) int8, B's (B, N, K / 128,
+    SB, 128) int8 (B transposed: K contiguous), A's scale factors (B, K / 32,
+    Mp) and B's (B, K / 32, Np) float32, rows padded to a multiple of 4."""
+    bsz, m, nt, kt = a_sl[0].shape
+    n = b_sl[0].shape[3]
+    k = nt * kt
+    if kt != SCALE_TILE or k % TILE_K:
+        raise ValueError(f"mixpert pack: K-tiles of {SCALE_TILE} and K a multiple of {TILE_K} expected, "
+                         f"got tiles of {kt}, K = {k}")
+    a_p = jnp.stack([x.reshape(bsz, m, k // TILE_K, TILE_K) for x in a_sl], axis=3)
+    b_p = jnp.stack([jnp.swapaxes(x.reshape(bsz, k, n), 1, 2).reshape(bsz, n, k // TILE_K, TILE_K)
+                     for x in b_sl], axis=3)
+    ca, cb = scale_bits(s)
+    sa = jnp.where(oka[..., 0], xla_backend.pow2(ea[..., 0] - ca), 0.0)  # (B, M, nt)
+    sb = jnp.where(okb[:, :, 0, :], xla_backend.pow2(eb[:, :, 0, :] - cb), 0.0)  # (B, nt, N)
+    return a_p, b_p, _pad_rows(jnp.swapaxes(sa, 1, 2), 2), _pad_rows(sb, 2)
+
+
+def in_range(ea, oka, eb, okb):
+    """Whether the exponent of every tile that does not fall back lies where
+    the kernel's factors are exact and their products normal (see the
+    module's docstring)."""
+    def fine(e, ok):
+        return jnp.all(~ok | ((e >= MIN_EXP) & (e <= MAX_EXP)))
+    return fine(ea, oka) & fine(eb, okb)
+
+
+def packed_sum(a_p, b_p, scale_a, scale_b, levels: int):
+    """The kernel's sum in float64 numpy, from pack's arrays: per K-tile t,
+    sum_L 2^(7 (levels - 1 - L)) P_L[t] times scale_a[t, m] scale_b[t, n],
+    P_L the exact integer sum of the level's slice products (the CPU twin
+    of ffi/mixpert/mainloop.cuh, for tests)."""
+    a_p, b_p = np.asarray(a_p, np.int64), np.asarray(b_p, np.int64)
+    sa_, sb_ = np.asarray(scale_a, np.float64), np.asarray(scale_b, np.float64)
+    bsz, m, ks, na, tk = a_p.shape
+    n, nb = b_p.shape[1], b_p.shape[3]
+    k = ks * tk
+    a = a_p.transpose(0, 1, 3, 2, 4).reshape(bsz, m, na, k)
+    b = b_p.transpose(0, 1, 3, 2, 4).reshape(bsz, n, nb, k)
+    c = np.zeros((bsz, m, n))
+    for t in range(k // SCALE_TILE):
+        sl = slice(t * SCALE_TILE, (t + 1) * SCALE_TILE)
+        v = np.zeros((bsz, m, n))
+        for i in range(na):
+            for j in range(nb):
+                lvl = i + j
+                if lvl < levels:
+                    v += 2.0 ** (7 * (levels - 1 - lvl)) * np.einsum("bmk,bnk->bmn", a[:, :, i, sl], b[:, :, j, sl])
+        c += v * sa_[:, t, :m, None] * sb_[:, t, None, :n]
+    return c
+
+
+def _sm_count() -> int:
+    from .cuda_fused import sm_count
+    return sm_count()
+
+
+def splits_for(m: int, n: int, k: int, batch: int) -> int:
+    """K-splits: only where the output tiles cannot fill the GPU (the fused
+    kernels' rule, cuda_fused.k_splits), each split keeping 4 stages or more."""
+    from .cuda_fused import k_splits
+    tiles = -(-m // TILE_M) * -(-n // TILE_N) * batch
+    return k_splits(tiles, k // TILE_K, 4, _sm_count())
+
+
+def kernel_sum(a_p, b_p, scale_a, scale_b):
+    """One MixPert kernel launch: C (B, M, N) float32, the K-splits' partials
+    added in a fixed order (deterministic)."""
+    bsz, m, ks = a_p.shape[:3]
+    n = b_p.shape[1]
+    splits = splits_for(m, n, ks * TILE_K, bsz)
+    c = jax.ffi.ffi_call("jaxemu_mixpert", jax.ShapeDtypeStruct((splits, bsz, m, n), jnp.float32))(
+        a_p, b_p, scale_a, scale_b)
+    return c[0] if splits == 1 else jnp.sum(c, axis=0)
+
+
+def tile_products(a_sl, ea, oka, b_sl, eb, okb, s: Int8Split):
+    """xla.int8_tile_products' sum on the MixPert kernel (K a multiple of
+    TILE_K); the xla backend's where a tile exponent is out of range."""
+    def kernel(ops):
+        return kernel_sum(*pack(*ops, s))
+
+    def reference(ops):
+        return xla_backend.int8_tile_products(*ops, s)
+
+    ops = (a_sl, ea, oka, b_sl, eb, okb)
+    return lax.cond(in_range(ea, oka, eb, okb), kernel, reference, ops)
+
+
+def mixpert_finite(a, b, s: Int8Split, amax=None):
+    """MixPert on finite canonical operands a (B, M, K), b (B, K, N): K
+    zero-padded to TILE_K (zero tiles add nothing), then the xla backend's
+    product with the kernel's tile sums."""
+    a, b = xla_backend._pad_k(a, b, TILE_K)
+    return xla_backend.int8_split_dot(a, b, s, "cuda", tile_products=tile_products)
+
+
+def mixpert_product(a, b, s: Int8Split):
+    """The cuda backend's concrete product for MixPert levels: the xla
+    backend's special-value rules around mixpert_finite."""
+    return xla_backend.canonical_dot(a, b, s, "cuda", finite=mixpert_finite)

@@ -1,0 +1,113 @@
+"""GPU tests of the MixPert kernel (ffi/mixpert/, jaxemu/backends/
+cuda_mixpert.py): MixPert's levels on the int8 tensor cores against the
+kernel's float64 twin (packed_sum), the xla backend on the same GPU, and
+float64; skipped without an NVIDIA GPU and the CUDA extension. The host
+side is test_mixpert_host.py."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gpu
+import jaxemu
+from jaxemu import testing as T
+from jaxemu.backends import cuda_mixpert as CM
+from jaxemu.backends import xla as X
+from jaxemu.schemes import get_scheme
+
+pytestmark = gpu.MARKS
+LEVELS = ("int8_l1", "int8_l2", "int8_l3", "int8_l4")
+
+
+@pytest.fixture(autouse=True)
+def mixpert_on(monkeypatch):
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT", "1")  # opt-in until this file passed (switches.py)
+
+
+def cuda_dot(a, b, name):
+    return np.asarray(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=name, backend="cuda"))(a, b))
+
+
+def xla_dot(a, b, name):
+    return np.asarray(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=name, backend="xla"))(a, b))
+
+
+def test_the_kernel_runs():
+    a = jnp.ones((64, 256), jnp.float32)
+    text = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="int8_l4", backend="cuda")).lower(a, a.T).as_text()
+    assert "jaxemu_mixpert" in text
+
+
+@pytest.mark.parametrize("name", LEVELS)
+@pytest.mark.parametrize("m,k,n", [(37, 300, 23), (128, 256, 64), (300, 1001, 260), (1, 4096, 5)])
+def test_kernel_is_its_float64_twin(name, m, k, n):
+    """The kernel's sum against packed_sum on the same packed operands: both
+    are the same exact integer sums per K-tile; the kernel rounds once per
+    K-tile (the fold) and where the levels' combination exceeds 24 bits."""
+    s = get_scheme(name)
+    a, b = T.operands("normal(0,1)", m, k, n, seed=m + k)
+    ap, bp = X._pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)
+    stats = X.int8_tile_stats(ap, bp, s)[2:]
+    packed = CM.pack(*stats, s)
+    got = np.asarray(jax.jit(CM.kernel_sum)(*packed), np.float64)[0]
+    twin = CM.packed_sum(*packed, max(s.level) + 1)[0]
+    scale = np.abs(a) @ np.abs(b)
+    tiles = -(-k // 32)
+    assert np.max(np.abs(got - twin) / scale) <= (2 * tiles + 4) * 2.0 ** -24
+
+
+@pytest.mark.parametrize("name", LEVELS)
+@pytest.mark.parametrize("law", T.LAWS)
+def test_accuracy_against_float64_and_the_xla_backend(name, law):
+    a, b = T.operands(law, 256, 2048, 192, seed=7)
+    ref = T.reference(a, b)
+    got, xla = cuda_dot(a, b, name), xla_dot(a, b, name)
+    e_cuda, e_xla = T.componentwise_err(got, a, b, ref), T.componentwise_err(xla, a, b, ref)
+    assert e_cuda <= 1.25 * e_xla + 2 ** -24, (e_cuda, e_xla)
+    assert T.relerr(got, ref) <= 1.25 * T.relerr(xla, ref) + 1e-7
+
+
+@pytest.mark.parametrize("m,k,n,batch", [(1, 1, 1, 0), (5, 17, 3, 0), (64, 65536, 64, 0), (33, 129, 65, 3),
+                                         (1024, 8192, 8, 0)])
+def test_shapes_splits_and_batches(m, k, n, batch):
+    """K = 1 and odd sizes, a long K with a small output (K-splits), a batch."""
+    s = get_scheme("int8_l4")
+    a, b = T.operands("uniform(-1,1)", m, k, n, seed=k, batch=batch)
+    ref = T.reference(a, b)
+    f = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="int8_l4", backend="cuda"))
+    got = np.asarray(f(a, b))
+    assert T.componentwise_err(got, a, b, ref) <= 4 * s.unit_roundoff + 2 ** -23
+    np.testing.assert_array_equal(got, np.asarray(f(a, b)))  # reruns bit-identical (K-splits included)
+    if batch == 0:
+        assert CM.splits_for(m, n, -(-k // 128) * 128, 1) >= 1
+
+
+def test_wide_exponents_fall_back_like_the_xla_backend():
+    a, b = T.operands("wide-exp", 128, 512, 96, seed=11)
+    a[:, :64] *= np.float32(2.0 ** 30)  # tiles whose spread exceeds max_spread
+    ref = T.reference(a, b)
+    got, xla = cuda_dot(a, b, "int8_l4"), xla_dot(a, b, "int8_l4")
+    assert T.componentwise_err(got, a, b, ref) <= 1.25 * T.componentwise_err(xla, a, b, ref) + 2 ** -24
+
+
+def test_out_of_range_tiles_take_the_xla_sum():
+    a, b = T.operands("uniform(-1,1)", 64, 256, 64, seed=3)
+    for factor in (2.0 ** -110, 2.0 ** 70):
+        a2 = (a * np.float32(factor)).astype(np.float32)
+        ref = T.reference(a2, b)
+        got = cuda_dot(a2, b, "int8_l4")
+        assert T.componentwise_err(got, a2, b, ref) <= 4 * get_scheme("int8_l4").unit_roundoff + 2 ** -23
+
+
+def test_special_values_follow_fp32():
+    a, b = T.operands("uniform(-1,1)", 40, 96, 24, seed=4)
+    a[3, 5], a[7, 0], b[10, 2] = np.nan, np.inf, -np.inf
+    got = cuda_dot(a, b, "int8_l4")
+    want = np.asarray(jnp.dot(jnp.asarray(a), jnp.asarray(b), precision="highest"))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    fin = np.isfinite(want)
+    ref = T.reference(np.where(np.isfinite(a), a, 0), np.where(np.isfinite(b), b, 0))
+    assert np.max(np.abs(got[fin] - ref[fin]) / (np.abs(np.where(np.isfinite(a), a, 0)) @
+                                                    np.abs(np.where(np.isfinite(b), b, 0)))[fin]) < 1e-5

@@ -1,0 +1,99 @@
+"""The cuda backend's MixPert path checked without a GPU: pack's layout and
+scale factors (jaxemu/backends/cuda_mixpert.py) reproduce the xla
+backend's fixed-point sum through packed_sum, the kernel's arithmetic in
+float64 (ffi/mixpert/mainloop.cuh); the range rule; which schemes the
+kernel takes. The kernel itself runs in test_cuda_mixpert.py (GPU)."""
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxemu import testing as T
+from jaxemu.backends import cuda_lowering, cuda_mixpert as CM, switches
+from jaxemu.backends import xla as X
+from jaxemu.schemes import Int8Split, get_scheme
+
+LEVELS = ("int8_l1", "int8_l2", "int8_l3", "int8_l4")
+
+
+def tile_stats(a, b, s):
+    a, b = X._pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)
+    return X.int8_tile_stats(a, b, s)[2:]
+
+
+@pytest.mark.parametrize("name", LEVELS)
+@pytest.mark.parametrize("law", ["uniform(-1,1)", "normal(0,1)", "wide-exp"])
+def test_packed_sum_is_the_xla_fixed_point_sum(name, law):
+    """Odd M and N, K not a multiple of 128; on wide-exponent data some tiles
+    fall back (scale 0 in the kernel, masked in the xla sum)."""
+    s = get_scheme(name)
+    a, b = T.operands(law, 37, 300, 23, seed=3)
+    stats = tile_stats(a, b, s)
+    a_sl, ea, oka, b_sl, eb, okb = stats
+    a_p, b_p, sa, sb = CM.pack(*stats, s)
+    assert a_p.shape == (1, 37, 3, s.a_slices, 128) and b_p.shape == (1, 23, 3, s.b_slices, 128)
+    assert sa.shape == (1, 12, 40) and sb.shape == (1, 12, 24)
+    assert bool(CM.in_range(ea, oka, eb, okb))
+    ref = np.asarray(X.int8_tile_products(*stats, s), np.float64)[0]
+    got = CM.packed_sum(a_p, b_p, sa, sb, max(s.level) + 1)[0]
+    scale = np.abs(a) @ np.abs(b)
+    # Both are the same exact integers scaled; they differ by FP32 roundings
+    # of the xla sum (12 K-tiles, 3 levels: a few units of 2^-24).
+    assert np.max(np.abs(got - ref) / scale) < 40 * 2.0 ** -24
+    if law == "wide-exp":
+        assert not bool(jnp.all(oka)) and float(jnp.min(sa)) == 0.0
+    else:  # no fallback: the fixed-point sum is the scheme's whole product
+        err = np.max(np.abs(got - T.reference(a, b)) / scale)
+        assert err < 4 * s.unit_roundoff
+
+
+def test_padding_rows_and_k_are_zero():
+    s = get_scheme("int8_l4")
+    a, b = T.operands("uniform(-1,1)", 5, 40, 6, seed=1)
+    a_p, b_p, sa, sb = CM.pack(*tile_stats(a, b, s), s)
+    assert np.all(np.asarray(a_p).reshape(5, s.a_slices, 128)[:, :, 40:] == 0)
+    assert np.all(np.asarray(b_p).reshape(6, s.b_slices, 128)[:, :, 40:] == 0)
+    assert np.all(np.asarray(sa)[0, :, 5:] == 0) and np.all(np.asarray(sb)[0, :, 6:] == 0)
+
+
+def test_scale_factors_are_the_tile_weights():
+    """scale_a scale_b = 2^(e_A + e_B - 12 - 7 (levels - 1)), the weight of the
+    combined levels' unit (xla.int8_tile_products: level L weighs 2^-(12 + 7 L))."""
+    for name in LEVELS:
+        s = get_scheme(name)
+        ca, cb = CM.scale_bits(s)
+        assert ca + cb == 12 + 7 * max(s.level)
+        a, b = T.operands("normal(0,1)", 8, 64, 8, seed=2)
+        a_sl, ea, oka, b_sl, eb, okb = tile_stats(a, b, s)
+        _, _, sa, sb = CM.pack(a_sl, ea, oka, b_sl, eb, okb, s)
+        np.testing.assert_array_equal(np.log2(np.asarray(sa)[0, :2, :8]),
+                                      np.asarray(ea)[0, :, :2, 0].T - ca)
+        np.testing.assert_array_equal(np.log2(np.asarray(sb)[0, :2, :8]), np.asarray(eb)[0, :2, 0, :] - cb)
+
+
+def test_out_of_range_exponents_take_the_reference():
+    s = get_scheme("int8_l4")
+    for factor, fine in ((1.0, True), (2.0 ** -110, False), (2.0 ** 70, False)):
+        a, b = T.operands("uniform(-1,1)", 4, 64, 4, seed=5)
+        a = (a * np.float32(factor)).astype(np.float32)
+        a_sl, ea, oka, b_sl, eb, okb = tile_stats(a, b, s)
+        assert bool(CM.in_range(ea, oka, eb, okb)) == fine
+
+
+def test_which_schemes_the_kernel_takes(monkeypatch):
+    fams = ("fused", "int8", "mixpert")
+    for name in LEVELS:
+        assert cuda_lowering.handles(get_scheme(name), fams)
+        assert not cuda_lowering.handles(get_scheme(name), ("fused", "int8"))
+    assert not cuda_lowering.handles(Int8Split("int8_t16", (2, 2), ktile=16), fams)
+    # Opt-in until a GPU run verified it (switches.py).
+    monkeypatch.delenv("JAXEMU_CUDA_MIXPERT", raising=False)
+    assert not switches.enabled("mixpert")
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT", "1")
+    assert switches.enabled("mixpert")
+
+
+def test_pack_refuses_other_tiles():
+    s = Int8Split("int8_t16", (2, 2), ktile=16)
+    a, b = T.operands("uniform(-1,1)", 4, 128, 4, seed=5)
+    with pytest.raises(ValueError, match="K-tiles of 32"):
+        CM.pack(*tile_stats(a, b, s), s)
