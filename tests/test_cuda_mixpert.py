@@ -74,7 +74,7 @@ def test_shapes_splits_and_batches(m, k, n, batch):
     s = get_scheme("int8_l4")
     a, b = T.operands("uniform(-1,1)", m, k, n, seed=k, batch=batch)
     ref = T.reference(a, b)
-    f = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="int8_l4", backend="cuda"))
+    f = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme="int8_l4", backend="cuda"))
     got = np.asarray(f(a, b))
     assert T.componentwise_err(got, a, b, ref) <= 4 * s.unit_roundoff + 2 ** -23
     np.testing.assert_array_equal(got, np.asarray(f(a, b)))  # reruns bit-identical (K-splits included)

@@ -1,0 +1,56 @@
+"""Where a MixPert product's time goes on the GPU (issue 14): SGEMM, the
+MixPert kernel alone on packed operands, the whole product with
+JAXEMU_CUDA_MIXPERT=1 (split, kernel, fallback conditional), and the same
+scheme with no tile falling back (max_spread = 40), same run.
+
+    JAX_PLATFORMS=cuda,cpu python3 scripts/mixpert_probe.py [--shapes 1x8192x8192x8192,...]
+"""
+import argparse
+import os
+
+os.environ.setdefault("JAXEMU_CUDA_MIXPERT", "1")
+import dataclasses  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxemu  # noqa: E402
+from jaxemu import testing as T  # noqa: E402
+from jaxemu.backends import cuda_mixpert as CM  # noqa: E402
+from jaxemu.backends import xla as X  # noqa: E402
+from jaxemu.schemes import get_scheme  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--shapes", default="1x8192x8192x8192,1x1024x1048576x256,1x1048576x256x1024")
+    p.add_argument("--schemes", default="int8_l1,int8_l4")
+    args = p.parse_args()
+    print("device", jax.devices()[0].device_kind, "jax", jax.__version__)
+    for shape in args.shapes.split(","):
+        _, m, k, n = map(int, shape.split("x"))
+        rng = np.random.default_rng(0)
+        a = jnp.asarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
+        b = jnp.asarray(rng.uniform(-1, 1, (k, n)).astype(np.float32))
+        sgemm = jax.jit(lambda a, b: jnp.dot(a, b, precision="highest"))
+        t_s = T.median_time(lambda: sgemm(a, b).block_until_ready())
+        print(f"{shape}: sgemm {t_s * 1e3:.3f} ms")
+        for name in args.schemes.split(","):
+            s = get_scheme(name)
+            ap, bp = X._pad_k(a[None], b[None], CM.TILE_K)
+            packed = jax.jit(lambda a, b: CM.pack(*X.int8_tile_stats(a, b, s)[2:], s))(ap, bp)
+            packed = jax.block_until_ready(packed)
+            ks = jax.jit(CM.kernel_sum)
+            t_k = T.median_time(lambda: ks(*packed).block_until_ready())
+            full = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))
+            t_f = T.median_time(lambda: full(a, b).block_until_ready())
+            s40 = dataclasses.replace(s, name=name + "_s40", max_spread=40)
+            nofb = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s40, backend="cuda"))
+            t_n = T.median_time(lambda: nofb(a, b).block_until_ready())
+            print(f"  {name}: kernel {t_k * 1e3:.3f} ms ({t_s / t_k:.2f}x SGEMM), product {t_f * 1e3:.3f} ms "
+                  f"({t_s / t_f:.2f}x), no fallback {t_n * 1e3:.3f} ms ({t_s / t_n:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
