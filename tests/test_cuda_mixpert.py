@@ -111,3 +111,18 @@ def test_special_values_follow_fp32():
     ref = T.reference(np.where(np.isfinite(a), a, 0), np.where(np.isfinite(b), b, 0))
     assert np.max(np.abs(got[fin] - ref[fin]) / (np.abs(np.where(np.isfinite(a), a, 0)) @
                                                     np.abs(np.where(np.isfinite(b), b, 0)))[fin]) < 1e-5
+
+
+@pytest.mark.parametrize("bad_rows", [20, 300])
+def test_a_few_fallback_tiles_take_the_gathered_products(bad_rows):
+    """Tiles 2^-20 below their maximum in some rows of A and columns of B:
+    up to a quarter of them, the fallback's products over those rows and
+    columns only (cuda_mixpert.gathered_fallback); beyond, whole products."""
+    a, b = T.operands("uniform(-1,1)", 1024, 512, 768, seed=13)
+    rows, cols = np.arange(bad_rows), np.arange(0, 768, 16)
+    a[rows, 1] = a[rows, 0] * np.float32(2.0 ** -20)
+    b[1, cols] = b[0, cols] * np.float32(2.0 ** -20)
+    ref = T.reference(a, b)
+    got, xla = cuda_dot(a, b, "int8_l4"), xla_dot(a, b, "int8_l4")
+    assert T.componentwise_err(got, a, b, ref) <= 1.25 * T.componentwise_err(xla, a, b, ref) + 2 ** -24
+    np.testing.assert_array_equal(got, cuda_dot(a, b, "int8_l4"))

@@ -97,3 +97,53 @@ def test_pack_refuses_other_tiles():
     a, b = T.operands("uniform(-1,1)", 4, 128, 4, seed=5)
     with pytest.raises(ValueError, match="K-tiles of 32"):
         CM.pack(*tile_stats(a, b, s), s)
+
+
+def _with_bad_tiles(a, b, rows, cols):
+    """Values 2^-20 below their tile's maximum in the first K-tile of the
+    given rows of A and columns of B: those tiles fall back (max_spread 16)."""
+    a, b = a.copy(), b.copy()
+    a[rows, 1] = a[rows, 0] * np.float32(2.0 ** -20)
+    b[1, cols] = b[0, cols] * np.float32(2.0 ** -20)
+    return a, b
+
+
+@pytest.mark.parametrize("bad_rows,bad_cols", [(0, 0), (40, 0), (0, 30), (40, 30), (200, 3), (3, 200)])
+def test_gathered_fallback_is_the_whole_fallback(bad_rows, bad_cols):
+    """Fewer bad rows and columns than the cap (512 / 4 = 128): the gathered
+    products; more: the whole ones; none: nothing added. Each against
+    xla.int8_fallback, on the CPU (the xla product runs bf16x6 either way)."""
+    s = get_scheme("int8_l4")
+    a, b = T.operands("uniform(-1,1)", 512, 128, 512, seed=9)
+    a = np.where(np.abs(a) < 2.0 ** -12, np.float32(0.5), a)  # no accidental fallback
+    b = np.where(np.abs(b) < 2.0 ** -12, np.float32(0.5), b)
+    a, b = _with_bad_tiles(a, b, np.arange(0, 512, 512 // max(bad_rows, 1))[:bad_rows],
+                           np.arange(0, 512, 512 // max(bad_cols, 1))[:bad_cols])
+    a3, b3 = jnp.asarray(a)[None], jnp.asarray(b)[None]
+    _, _, _, _, oka, _, _, okb = X.int8_tile_stats(a3, b3, s)
+    assert int(jnp.sum(jnp.any(~oka[0, :, :, 0], axis=1))) == bad_rows
+    assert int(jnp.sum(jnp.any(~okb[0, :, 0, :], axis=0))) == bad_cols
+    c = jnp.asarray(np.random.default_rng(1).standard_normal((1, 512, 512)), jnp.float32)
+    want = np.asarray(X.int8_fallback(c, a3, b3, oka, okb, s, "cpu"), np.float64)
+    got = np.asarray(CM.gathered_fallback(c, a3, b3, oka, okb, s, "cpu"), np.float64)
+    scale = np.abs(a) @ np.abs(b) + np.abs(np.asarray(c[0]))
+    assert np.max(np.abs(got - want)[0] / scale) < 2.0 ** -22
+    if bad_rows == bad_cols == 0:
+        np.testing.assert_array_equal(got, np.asarray(c))
+    again = np.asarray(CM.gathered_fallback(c, a3, b3, oka, okb, s, "cpu"), np.float64)
+    np.testing.assert_array_equal(got, again)
+
+
+def test_gathered_fallback_batches():
+    s = get_scheme("int8_l4")
+    pairs = [_with_bad_tiles(*T.operands("normal(0,1)", 512, 64, 512, seed=i), np.arange(i, 20 + i), np.arange(5))
+             for i in range(2)]
+    a3 = jnp.asarray(np.stack([p[0] for p in pairs]))
+    b3 = jnp.asarray(np.stack([p[1] for p in pairs]))
+    _, _, _, _, oka, _, _, okb = X.int8_tile_stats(a3, b3, s)
+    c = jnp.zeros((2, 512, 512), jnp.float32)
+    want = np.asarray(X.int8_fallback(c, a3, b3, oka, okb, s, "cpu"))
+    got = np.asarray(CM.gathered_fallback(c, a3, b3, oka, okb, s, "cpu"))
+    scale = np.abs(np.asarray(a3)) @ np.abs(np.asarray(b3))
+    assert np.max(np.abs(got - want) / scale) < 2.0 ** -22
+    assert np.count_nonzero(got) > 0

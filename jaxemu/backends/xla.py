@@ -453,28 +453,40 @@ def int8_tile_products(a_sl, ea, oka, b_sl, eb, okb, s: Int8Split):
     return _combine_levels(accs, levels, 0)
 
 
-def int8_split_dot(a, b, s: Int8Split, platform: str, tile_products=int8_tile_products):
-    """MixPert int8 levels on finite canonical operands: the fixed-point
-    products (``tile_products``: int8_tile_products, or a kernel computing
-    the same sum, jaxemu/backends/cuda_mixpert.py), then the float fallback
-    of the tiles that the fixed-point format cannot hold."""
-    a, b, a_sl, ea, oka, b_sl, eb, okb = int8_tile_stats(a, b, s)
-    c = tile_products(a_sl, ea, oka, b_sl, eb, okb, s)
+def int8_fallback_operands(a, b, oka, okb, s: Int8Split):
+    """The float fallback's operands: the tiles that the fixed-point format
+    cannot hold go through it as pairs (A tile bad, any B) + (A tile good,
+    B tile bad), i.e. a_bad b + a_good b_bad. Returns (a_bad, a_good, b_bad,
+    bad_a (B, M, nt), bad_b (B, nt, N)). The operands are finite here, so
+    the masked zeros cannot meet an Inf."""
+    bad_a_t, bad_b_t = ~oka[..., 0], ~okb[:, :, 0, :]
+    bad_a = jnp.repeat(bad_a_t, s.ktile, axis=2)  # (B, M, K)
+    bad_b = jnp.repeat(bad_b_t, s.ktile, axis=1)  # (B, K, N)
+    return (jnp.where(bad_a, a, 0.0), jnp.where(bad_a, 0.0, a), jnp.where(bad_b, b, 0.0), bad_a_t, bad_b_t)
 
-    # Tiles the fixed-point format cannot hold go through the float fallback:
-    # pairs (A tile bad, any B) + (A tile good, B tile bad). The operands are
-    # finite here, so the masked zeros cannot meet an Inf.
-    bad_a = jnp.repeat(~oka[..., 0], s.ktile, axis=2)  # (B, M, K)
-    bad_b = jnp.repeat(~okb[:, :, 0, :], s.ktile, axis=1)  # (B, K, N)
+
+def int8_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
+    """c plus the float fallback's products (int8_fallback_operands) in the
+    scheme's fallback, as whole products over the masked operands; c itself
+    where no tile falls back."""
     fb = get_scheme(s.fallback)
 
     def with_fallback(c):
-        a_bad = jnp.where(bad_a, a, 0.0)
-        a_good = jnp.where(bad_a, 0.0, a)
-        b_bad = jnp.where(bad_b, b, 0.0)
+        a_bad, a_good, b_bad, _, _ = int8_fallback_operands(a, b, oka, okb, s)
         return c + (finite_dot(a_bad, b, fb, platform) + finite_dot(a_good, b_bad, fb, platform))
 
-    return lax.cond(jnp.any(bad_a) | jnp.any(bad_b), with_fallback, lambda c: c, c)
+    return lax.cond(jnp.any(~oka) | jnp.any(~okb), with_fallback, lambda c: c, c)
+
+
+def int8_split_dot(a, b, s: Int8Split, platform: str, tile_products=int8_tile_products, fallback=int8_fallback):
+    """MixPert int8 levels on finite canonical operands: the fixed-point
+    products (``tile_products``: int8_tile_products, or a kernel computing
+    the same sum, jaxemu/backends/cuda_mixpert.py), then the float fallback
+    of the tiles that the fixed-point format cannot hold (``fallback``:
+    int8_fallback, or the same sum computed otherwise)."""
+    a, b, a_sl, ea, oka, b_sl, eb, okb = int8_tile_stats(a, b, s)
+    c = tile_products(a_sl, ea, oka, b_sl, eb, okb, s)
+    return fallback(c, a, b, oka, okb, s, platform)
 
 
 def int8_fallback_counts(a, b, s: Int8Split):
