@@ -99,6 +99,18 @@ def test_out_of_range_tiles_take_the_xla_sum():
         assert T.componentwise_err(got, a2, b, ref) <= 4 * get_scheme("int8_l4").unit_roundoff + 2 ** -23
 
 
+def test_tiny_operands_whose_products_are_normal():
+    """Both operands near 2^-62 (tile exponents in range): the tile factors'
+    product, 2^-150 at level IV, is no normal float, the contributions
+    (~2^-123) are: the kernel scales by A's factor first (mainloop.cuh)."""
+    a, b = T.operands("uniform(-1,1)", 64, 256, 64, seed=8)
+    a, b = (np.where(np.abs(x) < 2.0 ** -12, np.float32(0.5), x) for x in (a, b))  # no tile falls back
+    a2, b2 = (a * np.float32(2.0 ** -62)).astype(np.float32), (b * np.float32(2.0 ** -62)).astype(np.float32)
+    ref = T.reference(a2, b2)
+    got = cuda_dot(a2, b2, "int8_l4")
+    assert T.relerr(got, ref) < 1e-5
+
+
 def test_special_values_follow_fp32():
     a, b = T.operands("uniform(-1,1)", 40, 96, 24, seed=4)
     a[3, 5], a[7, 0], b[10, 2] = np.nan, np.inf, -np.inf

@@ -19,8 +19,10 @@ std::string launch(const Problem& p, cudaStream_t stream) {
   using Element = typename T::Element;
   if (p.sa != T::kSlicesA || p.sb != T::kSlicesB) return "slice counts do not match the kernel's";
   const int32_t m = int32_t(p.m), n = int32_t(p.n), k = int32_t(p.k), L = int32_t(p.batch);
-  const int32_t m_pad = (m + kScaleAlign - 1) / kScaleAlign * kScaleAlign;
-  const int32_t n_pad = (n + kScaleAlign - 1) / kScaleAlign * kScaleAlign;
+  const int64_t m_pad64 = (p.m + kScaleAlign - 1) / kScaleAlign * kScaleAlign;
+  const int64_t n_pad64 = (p.n + kScaleAlign - 1) / kScaleAlign * kScaleAlign;
+  if (m_pad64 >= (int64_t(1) << 31) || n_pad64 >= (int64_t(1) << 31)) return "dimensions beyond 32-bit TMA coordinates";
+  const int32_t m_pad = int32_t(m_pad64), n_pad = int32_t(n_pad64);
   auto gA = make_tensor(make_gmem_ptr(p.a), T::gmem_layout(m, k, p.sa, L));
   auto gB = make_tensor(make_gmem_ptr(p.b), T::gmem_layout(n, k, p.sb, L));
   auto gSA = make_tensor(make_gmem_ptr(p.scale_a), T::scale_layout(m_pad, k, L));

@@ -6,7 +6,7 @@
 // into the FP32 total:
 //   total += (sum_L 2^(7 (NL - 1 - L)) P_L) * (scale_a[row] * scale_b[col])
 // one round-to-nearest FP32 multiply-add per element and K-tile (the level
-// combination rounds once more where it exceeds 24 bits). The tile's wait
+// combination may round too, where it exceeds 24 bits). The tile's wait
 // for its wgmma is the price of per-tile exponents: the two consumer
 // warpgroups take turns, one converting while the other's products run.
 #pragma once
@@ -170,12 +170,17 @@ struct Mainloop {
         }
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < size(total); ++i) {
-          // sum_L 2^(7 (NL - 1 - L)) P_L: exact up to 2^24, rounded once beyond.
+          // sum_L 2^(7 (NL - 1 - L)) P_L: exact up to 2^24; beyond, each
+          // of the (NL - 1) steps may round (at most ~1.5 units of v's last place).
           float v = small_int_to_float(acc[NL - 1](i));
           CUTLASS_PRAGMA_UNROLL
           for (int l = NL - 2; l >= 0; --l)
             v = fmaf(small_int_to_float(acc[l](i)), float(1 << (7 * (NL - 1 - l))), v);
-          total(i) = fmaf(v, fa[Epi::row_of(i)] * fb[Epi::col_of(i)], total(i));
+          // v fa is exact (|v| >= 1 or v = 0, and fa a normal power of two
+          // at least 2^-113: cuda_mixpert.in_range), then one rounding.
+          // (fa fb first could underflow to zero where the contribution
+          // itself is a normal float: fa = fb = 2^-75 at level IV.)
+          total(i) = fmaf(v * fa[Epi::row_of(i)], fb[Epi::col_of(i)], total(i));
         }
       }
       pipeline.consumer_release(read);

@@ -20,7 +20,8 @@
 // K is a multiple of TK (the caller zero-pads: zero tiles add nothing).
 // Exactness: slices lie in [-64, 64], so a level of at most 3 products sums
 // to at most 3 * 32 * 64 * 64 < 2^19 per K-tile, well inside int32, and
-// below 2^22, where float's integer trick (mainloop.cuh) is exact.
+// below 2^22, where float's integer trick (mainloop.cuh) is exact; the
+// levels' combination may round where it exceeds 2^24.
 #pragma once
 
 #include <cstdint>

@@ -109,6 +109,7 @@ struct Traits {
     cute::array_aligned<float, cosize_v<SmemLayoutSB>, 128> scale_b;
     typename Pipeline::SharedStorage pipeline;
   };
+  static_assert(sizeof(SharedStorage) <= 227 * 1024, "stages beyond shared memory (alignment and barriers included)");
 
   // Kernel parameters (a __grid_constant__). `problem` is in the fused
   // kernels' form for their epilogue (ffi/fused/epilogue.cuh: C, its shape

@@ -13,10 +13,11 @@ rules are the xla backend's (xla.int8_split_dot, xla.canonical_dot).
 
 Scale factors: the tile pair (t, m, n) weighs 2^(e_A[m, t] + e_B[t, n] - c),
 c = 12 + 7 (levels - 1) (the weight of the combined levels' unit), split as
-2^(e_A - c_A) 2^(e_B - c_B). Where a tile exponent lies outside
-[MIN_EXP, MAX_EXP] (a tile whose largest |value| is below 2^-101 or at least
-2^63), a factor or their product could leave float's normal range: such a
-product runs the xla backend's formulation instead (the same sum; a
+2^(e_A - c_A) 2^(e_B - c_B); the kernel multiplies the tile's integer sum
+by A's factor (exact) and then B's, with one rounding. Where a tile
+exponent lies outside [MIN_EXP, MAX_EXP] (a tile whose largest |value| is
+below 2^-101 or at least 2^64), a factor could leave float's normal range:
+such a product runs the xla backend's formulation instead (the same sum; a
 conditional, visible in the jaxpr), which is rare in practice.
 """
 from __future__ import annotations
@@ -79,8 +80,8 @@ def pack(a_sl, ea, oka, b_sl, eb, okb, s: Int8Split):
 
 def in_range(ea, oka, eb, okb):
     """Whether the exponent of every tile that does not fall back lies where
-    the kernel's factors are exact and their products normal (see the
-    module's docstring)."""
+    the kernel's factors are normal powers of two (see the module's
+    docstring)."""
     def fine(e, ok):
         return jnp.all(~ok | ((e >= MIN_EXP) & (e <= MAX_EXP)))
     return fine(ea, oka) & fine(eb, okb)
