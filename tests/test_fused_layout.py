@@ -232,6 +232,25 @@ def test_f32_operand_kernels_match_the_generated_ones_and_run_where_they_pay(mon
     assert 2 <= sp <= F.MAX_SPLITS and 16 * sp <= 2 * F.sm_count()
 
 
+def test_f32_row_exponents_are_the_slice_paths(rng):
+    """fp16x3's exponents on the FP32-operand kernel: A's rows and B's
+    columns as the split computes them (xla.row_scale_exponents), the
+    caller's where given, zero for an exact operand (its one slice is
+    unscaled, as exact_slices')."""
+    s = jaxemu.get_scheme("fp16x3")
+    a = (rng.standard_normal((2, 5, 40)) * np.exp2(rng.integers(-30, 30, (2, 5, 1)))).astype(np.float32)
+    b = (rng.standard_normal((2, 40, 7)) * np.exp2(rng.integers(-30, 30, (2, 1, 7)))).astype(np.float32)
+    ea, eb = F.f32_row_exponents(a, s, 0), F.f32_row_exponents(b, s, 1)
+    assert ea.shape == (2, 5) and eb.shape == (2, 7) and ea.dtype == eb.dtype == jnp.int32
+    np.testing.assert_array_equal(ea, np.asarray(X.row_scale_exponents(a, 2))[..., 0])
+    np.testing.assert_array_equal(eb, np.asarray(X.row_scale_exponents(b, 1))[:, 0, :])
+    given = jnp.arange(10, dtype=jnp.int32).reshape(2, 5, 1)
+    np.testing.assert_array_equal(F.f32_row_exponents(a, s, 0, given), np.arange(10).reshape(2, 5))
+    exact = s.with_exact(True, False)
+    np.testing.assert_array_equal(F.f32_row_exponents(a, exact, 0, given), np.zeros((2, 5)))
+    np.testing.assert_array_equal(F.f32_row_exponents(b, exact, 1), eb)
+
+
 def test_register_a_fragments_pair_adjacent_k_steps(tmp_path_factory):
     """tests/native/f32_layout_check.cu: in the FP32-operand kernels with
     A's slices in registers, every thread's A fragment pairs K-steps k, k + 1

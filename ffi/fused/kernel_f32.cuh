@@ -81,7 +81,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) fused_f32_kernel(CUTE_GRID_CON
 template <class T>
 std::string launch_f32(const Problem& p, const SplitProblem& cut, const SplitF32& f32, cudaStream_t stream) {
   // Reached through run_f32 only, after check_f32 (ffi/fused_dispatch.cu: the
-  // cut's type, K and N multiples of 4, the buffers, 1 <= splits <= K-tiles,
+  // cut's type, which picks this configuration, and row exponents exactly
+  // for fp16; K and N multiples of 4, the buffers, 1 <= splits <= K-tiles,
   // which the consumers rely on: each split cuts a K-tile before its loop);
   // here, what this configuration adds.
   if (p.sa != T::kSlicesA || p.sb != T::kSlicesB) return "slice counts do not match the kernel's";
@@ -91,8 +92,6 @@ std::string launch_f32(const Problem& p, const SplitProblem& cut, const SplitF32
   if (plan.ngroups != T::kPartials || plan.n1 != T::kTerms1 || p.nterms != T::kTerms0 + T::kTerms1)
     return "the kernel takes " + std::to_string(T::kTerms1) + " terms of the smaller weight, then " +
            std::to_string(T::kTerms0) + " of the larger";
-  if (T::kScaled != (p.row_exp != nullptr && p.col_exp != nullptr)) return "row exponents where the slices are fp16, only";
-  if (T::kScaled != (cut.type == SliceType::kFP16)) return "the cut's slice type is not the kernel's";
   if constexpr (T::kRegisterA) {  // its terms are compiled in (traits_f32.cuh: f32_term_pair)
     for (int t = 0; t < p.nterms; ++t)
       if (p.term_a[t] != T::term_a(t) || p.term_b[t] != T::term_b(t))

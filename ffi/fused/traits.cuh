@@ -19,6 +19,27 @@ namespace fused {
 
 using namespace cute;
 
+// Global slices (see params.h): (L, rows, K / TK, S, TK) in memory, i.e. the
+// slices of one K-tile of one row side by side, 128 bytes each. As TMA sees
+// them: (rows, (TK, K / TK), (S, L)). Shared by the fused kernels and the
+// MixPert kernel (ffi/mixpert/traits.cuh: int8 slices).
+template <class Element, int TK>
+struct SliceGmem {
+  using Layout = cute::Layout<Shape<int32_t, Shape<Int<TK>, int32_t>, Shape<int32_t, int32_t>>,
+                              Stride<int64_t, Stride<_1, int64_t>, Stride<Int<TK>, int64_t>>>;
+  using Tensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), Layout{}));
+
+  static CUTLASS_HOST_DEVICE auto shape(int32_t rows, int32_t k, int32_t slices, int32_t batch) {
+    return make_shape(rows, make_shape(Int<TK>{}, k / TK), make_shape(slices, batch));
+  }
+  static CUTLASS_HOST_DEVICE Layout layout(int32_t rows, int32_t k, int32_t slices, int32_t batch) {
+    const int64_t row_stride = int64_t(k) * slices;
+    return make_layout(shape(rows, k, slices, batch),
+                       make_stride(row_stride, make_stride(_1{}, int64_t(TK) * slices),
+                                   make_stride(Int<TK>{}, int64_t(rows) * row_stride)));
+  }
+};
+
 template <class Element_, int TileN_, int SlicesA_, int SlicesB_, int Partials_, int Terms0_ = 0, int Terms1_ = 0>
 struct Traits {
   using Element = Element_;  // cutlass::bfloat16_t, cutlass::half_t or cutlass::tfloat32_t
@@ -97,21 +118,14 @@ struct Traits {
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename Pipeline::PipelineState;
 
-  // Global slices (see params.h): (L, rows, K / kTileK, S, kTileK) in memory,
-  // i.e. the slices of one K-tile of one row side by side, 128 bytes each. As
-  // TMA sees them: (rows, (kTileK, K / kTileK), (S, L)).
-  using GmemLayout = Layout<Shape<int32_t, Shape<Int<kTileK>, int32_t>, Shape<int32_t, int32_t>>,
-                            Stride<int64_t, Stride<_1, int64_t>, Stride<Int<kTileK>, int64_t>>>;
-  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemLayout{}));
-
+  using Gmem = SliceGmem<Element, kTileK>;
+  using GmemLayout = typename Gmem::Layout;
+  using GmemTensor = typename Gmem::Tensor;
   static CUTLASS_HOST_DEVICE auto gmem_shape(int32_t rows, int32_t k, int32_t slices, int32_t batch) {
-    return make_shape(rows, make_shape(Int<kTileK>{}, k / kTileK), make_shape(slices, batch));
+    return Gmem::shape(rows, k, slices, batch);
   }
   static CUTLASS_HOST_DEVICE GmemLayout gmem_layout(int32_t rows, int32_t k, int32_t slices, int32_t batch) {
-    const int64_t row_stride = int64_t(k) * slices;
-    return make_layout(gmem_shape(rows, k, slices, batch),
-                       make_stride(row_stride, make_stride(_1{}, int64_t(kTileK) * slices),
-                                   make_stride(Int<kTileK>{}, int64_t(rows) * row_stride)));
+    return Gmem::layout(rows, k, slices, batch);
   }
   using TmaA = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutA{}(_, _, 0),
                                       make_shape(Int<kTileM>{}, Int<kTileK>{}), _1{}));

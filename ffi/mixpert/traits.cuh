@@ -12,6 +12,7 @@
 
 #include "../fused/params.h"
 #include "../fused/scheduler.cuh"
+#include "../fused/traits.cuh"
 #include "params.h"
 
 namespace jaxemu {
@@ -69,19 +70,14 @@ struct Traits {
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename Pipeline::PipelineState;
 
-  // Global slices, as the fused kernels' (ffi/fused/traits.cuh): (L, rows,
-  // K / TK, S, TK) in memory; as TMA sees them: (rows, (TK, K / TK), (S, L)).
-  using GmemLayout = Layout<Shape<int32_t, Shape<Int<kTileK>, int32_t>, Shape<int32_t, int32_t>>,
-                            Stride<int64_t, Stride<_1, int64_t>, Stride<Int<kTileK>, int64_t>>>;
-  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemLayout{}));
+  // Global slices, in the fused kernels' layout (ffi/fused/traits.cuh: SliceGmem).
+  using Gmem = fused::SliceGmem<Element, kTileK>;
+  using GmemTensor = typename Gmem::Tensor;
   static CUTLASS_HOST_DEVICE auto gmem_shape(int32_t rows, int32_t k, int32_t slices, int32_t batch) {
-    return make_shape(rows, make_shape(Int<kTileK>{}, k / kTileK), make_shape(slices, batch));
+    return Gmem::shape(rows, k, slices, batch);
   }
-  static CUTLASS_HOST_DEVICE GmemLayout gmem_layout(int32_t rows, int32_t k, int32_t slices, int32_t batch) {
-    const int64_t row_stride = int64_t(k) * slices;
-    return make_layout(gmem_shape(rows, k, slices, batch),
-                       make_stride(row_stride, make_stride(_1{}, int64_t(kTileK) * slices),
-                                   make_stride(Int<kTileK>{}, int64_t(rows) * row_stride)));
+  static CUTLASS_HOST_DEVICE auto gmem_layout(int32_t rows, int32_t k, int32_t slices, int32_t batch) {
+    return Gmem::layout(rows, k, slices, batch);
   }
   // Global scale factors: (rows_padded, K / 32, L), rows contiguous.
   using ScaleLayout = Layout<Shape<int32_t, int32_t, int32_t>, Stride<_1, int64_t, int64_t>>;

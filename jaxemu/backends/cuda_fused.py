@@ -574,6 +574,21 @@ def f32_splits(m: int, n: int, k: int, batch: int) -> int:
     return k_splits(f32_tiles(m, n, batch), max(1, -(-k // F32_TILE_K)), 8, sm_count())
 
 
+def f32_row_exponents(x, s: FloatSplit, side: int, given=None):
+    """fp16's row-scaling exponents of one operand of the FP32-operand kernel,
+    (L, rows) int32: A's rows (side 0, x (L, M, K)) or B's columns (side 1,
+    x (L, K, N)). Zero for an operand the scheme knows to be exact (as its
+    one slice is unscaled: exact_slices); else ``given`` (the caller's, e.g.
+    backends.row_scales), else one XLA reduction over x."""
+    bsz = x.shape[0]
+    rows = x.shape[1 + side]
+    if s.exact[side]:
+        return jnp.zeros((bsz, rows), jnp.int32)
+    if given is not None:
+        return given.reshape(bsz, rows).astype(jnp.int32)
+    return xla_backend.row_scale_exponents(x, 2 - side).reshape(bsz, rows).astype(jnp.int32)
+
+
 def f32_product(a, b, s: FloatSplit, scales=None):
     """``s``'s product of float32 (L, M, K) x (L, K, N) on the FP32-operand
     kernel (``f32_kernel`` says where it runs), FP32 special values included: the kernel gives
@@ -598,13 +613,9 @@ def f32_product(a, b, s: FloatSplit, scales=None):
     t = terms_of(s, k, F32_TILE_K)
     fp16 = s.fmt == "fp16"
     if fp16:
-        ea, eb = (x.reshape(bsz, -1) for x in scales) if scales is not None else (None, None)
-        if s.exact[0] or ea is None:
-            ea = (jnp.zeros((bsz, m), jnp.int32) if s.exact[0]
-                  else xla_backend.row_scale_exponents(a, 2).reshape(bsz, m).astype(jnp.int32))
-        if s.exact[1] or eb is None:
-            eb = (jnp.zeros((bsz, n), jnp.int32) if s.exact[1]
-                  else xla_backend.row_scale_exponents(b, 1).reshape(bsz, n).astype(jnp.int32))
+        given = (None, None) if scales is None else scales
+        ea = f32_row_exponents(a, s, 0, given[0])
+        eb = f32_row_exponents(b, s, 1, given[1])
     else:
         t = t._replace(kc_tiles=(1,) * len(s.products))
         ea = eb = jnp.zeros((0,), jnp.int32)
