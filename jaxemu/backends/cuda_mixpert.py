@@ -173,12 +173,14 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
     cap_m, cap_n = fallback_cap(m), fallback_cap(n)
     fb = get_scheme(s.fallback)
     product = product_for(platform)
-    a_bad, a_good, b_bad, bad_a_t, bad_b_t = xla_backend.int8_fallback_operands(a, b, oka, okb, s)
+    bad_a_t, bad_b_t = ~oka[..., 0], ~okb[:, :, 0, :]  # (B, M, nt), (B, nt, N): small
     rows = jnp.any(bad_a_t, axis=2)  # (B, M): rows of A with a tile that falls back
     cols = jnp.any(bad_b_t, axis=1)  # (B, N)
     n_rows = jnp.max(jnp.sum(rows, axis=1))
     n_cols = jnp.max(jnp.sum(cols, axis=1))
     bidx = jnp.arange(bsz)[:, None]
+    # (The masked operands are made inside the branches that use them: made
+    # before the switch, XLA computes them on every call.)
 
     def none(c):
         return c
@@ -186,16 +188,22 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
     def gathered(c):
         if cap_m:
             ridx = jax.vmap(lambda r: jnp.nonzero(r, size=cap_m, fill_value=m)[0])(rows)  # (B, cap_m)
-            a_rows = jnp.take_along_axis(a_bad, ridx[:, :, None], axis=1, mode="fill", fill_value=0.0)
+            take = lambda x: jnp.take_along_axis(x, ridx[:, :, None], axis=1, mode="fill", fill_value=0)
+            bad_rows = jnp.repeat(take(bad_a_t), s.ktile, axis=2)  # (B, cap_m, K)
+            a_rows = jnp.where(bad_rows, take(a), 0.0)  # a_bad's rows
             c = c.at[bidx, ridx].add(product(a_rows, b, fb), mode="drop")
         if cap_n:
             cidx = jax.vmap(lambda r: jnp.nonzero(r, size=cap_n, fill_value=n)[0])(cols)  # (B, cap_n)
-            b_cols = jnp.take_along_axis(b_bad, cidx[:, None, :], axis=2, mode="fill", fill_value=0.0)
+            take = lambda x: jnp.take_along_axis(x, cidx[:, None, :], axis=2, mode="fill", fill_value=0)
+            bad_cols = jnp.repeat(take(bad_b_t), s.ktile, axis=1)  # (B, K, cap_n)
+            b_cols = jnp.where(bad_cols, take(b), 0.0)  # b_bad's columns
+            a_good = jnp.where(jnp.repeat(bad_a_t, s.ktile, axis=2), 0.0, a)
             c = c.at[bidx[:, :, None], jnp.arange(m)[None, :, None], cidx[:, None, :]].add(
                 product(a_good, b_cols, fb), mode="drop")
         return c
 
     def whole(c):
+        a_bad, a_good, b_bad, _, _ = xla_backend.int8_fallback_operands(a, b, oka, okb, s)
         return c + (product(a_bad, b, fb) + product(a_good, b_bad, fb))
 
     fits = (n_rows <= cap_m) & (n_cols <= cap_n)
