@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .._int8dot import pad_axis
 from ..schemes import Int8Split, get_scheme
 from . import xla as xla_backend
 
@@ -49,15 +50,6 @@ def scale_bits(s: Int8Split):
     return c // 2, c - c // 2
 
 
-def _pad_rows(x, axis):
-    pad = (-x.shape[axis]) % SCALE_ALIGN
-    if not pad:
-        return x
-    widths = [(0, 0)] * x.ndim
-    widths[axis] = (0, pad)
-    return jnp.pad(x, widths)
-
-
 def pack(a_sl, ea, oka, b_sl, eb, okb, s: Int8Split):
     """The kernel's operands from xla.int8_tile_stats' output (K a multiple
     of TILE_K): A's slices (B, M, K / 128, SA, 128) int8, B's (B, N, K / 128,
@@ -75,7 +67,7 @@ def pack(a_sl, ea, oka, b_sl, eb, okb, s: Int8Split):
     ca, cb = scale_bits(s)
     sa = jnp.where(oka[..., 0], xla_backend.pow2(ea[..., 0] - ca), 0.0)  # (B, M, nt)
     sb = jnp.where(okb[:, :, 0, :], xla_backend.pow2(eb[:, :, 0, :] - cb), 0.0)  # (B, nt, N)
-    return a_p, b_p, _pad_rows(jnp.swapaxes(sa, 1, 2), 2), _pad_rows(sb, 2)
+    return a_p, b_p, pad_axis(jnp.swapaxes(sa, 1, 2), 2, SCALE_ALIGN), pad_axis(sb, 2, SCALE_ALIGN)
 
 
 def in_range(ea, oka, eb, okb):
@@ -112,17 +104,12 @@ def packed_sum(a_p, b_p, scale_a, scale_b, levels: int):
     return c
 
 
-def _sm_count() -> int:
-    from .cuda_fused import sm_count
-    return sm_count()
-
-
 def splits_for(m: int, n: int, k: int, batch: int) -> int:
     """K-splits: only where the output tiles cannot fill the GPU (the fused
     kernels' rule, cuda_fused.k_splits), each split keeping 4 stages or more."""
-    from .cuda_fused import k_splits
+    from .cuda_fused import k_splits, sm_count
     tiles = -(-m // TILE_M) * -(-n // TILE_N) * batch
-    return k_splits(tiles, k // TILE_K, 4, _sm_count())
+    return k_splits(tiles, k // TILE_K, 4, sm_count())
 
 
 def kernel_sum(a_p, b_p, scale_a, scale_b):
