@@ -16,5 +16,10 @@ std::string check(const Problem& p);
 // Launches on `stream` (no host synchronisation); "" or an error message.
 std::string run(const Problem& p, cudaStream_t stream);
 
+// The split (params.h: SplitProblem): "" when p can run, else why not.
+std::string check(const SplitProblem& p);
+// Launches on `stream`; "" or an error message.
+std::string run(const SplitProblem& p, cudaStream_t stream);
+
 }  // namespace mixpert
 }  // namespace jaxemu

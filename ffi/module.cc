@@ -598,6 +598,61 @@ XLA_FFI_DEFINE_HANDLER(kMixpert, MixpertImpl,
                            .Arg<ffi::AnyBuffer>()   // scale_b: (L, K/32, Np) float32
                            .Ret<ffi::AnyBuffer>());  // c: (splits, L, M, N) float32
 
+// The MixPert split (mixpert/params.h: SplitProblem): x (L, R, K) float32,
+// or (L, K, R) with columns = 1 -> slices (L, R, K/128, S, 128) int8,
+// exponents and fallback flags (L, R, K/32) (columns: (L, K/32, R)) int32
+// and uint8.
+ffi::Error MixpertSplitImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> slices,
+                            ffi::Result<ffi::AnyBuffer> exps, ffi::Result<ffi::AnyBuffer> ok, int64_t columns,
+                            int64_t max_spread) {
+  auto dx = x.dimensions(), ds = slices->dimensions(), de = exps->dimensions(), dk = ok->dimensions();
+  if (x.element_type() != ffi::DataType::F32 || slices->element_type() != ffi::DataType::S8 ||
+      exps->element_type() != ffi::DataType::S32 || ok->element_type() != ffi::DataType::U8)
+    return ffi::Error::InvalidArgument(
+        "jaxemu mixpert split: x must be float32, slices int8, exponents int32, flags uint8");
+  constexpr int64_t tk = mixpert::kTileK, tiles = mixpert::kTileK / mixpert::kScaleTile;
+  bool good = dx.size() == 3 && ds.size() == 5 && de.size() == 3 && dk.size() == 3 && (columns == 0 || columns == 1);
+  int64_t rows = 0, k = 0;
+  if (good) {
+    rows = columns ? dx[2] : dx[1];
+    k = columns ? dx[1] : dx[2];
+    const int64_t e1 = columns ? k / tk * tiles : rows, e2 = columns ? rows : k / tk * tiles;
+    good = k % tk == 0 && ds[0] == dx[0] && ds[1] == rows && ds[2] == k / tk && ds[4] == tk && de[0] == dx[0] &&
+           de[1] == e1 && de[2] == e2 && dk[0] == de[0] && dk[1] == de[1] && dk[2] == de[2];
+  }
+  if (!good)
+    return ffi::Error::InvalidArgument(
+        "jaxemu mixpert split: expected x (L, R, K) (columns: (L, K, R)) with K a multiple of 128, slices (L, R, "
+        "K/128, S, 128), exponents and flags (L, R, K/32) (columns: (L, K/32, R)); got " + shape_str(dx) + ", " +
+        shape_str(ds) + ", " + shape_str(de) + ", " + shape_str(dk));
+  mixpert::SplitProblem p;
+  p.x = static_cast<const float*>(x.untyped_data());
+  p.slices = static_cast<int8_t*>(slices->untyped_data());
+  p.exps = static_cast<int32_t*>(exps->untyped_data());
+  p.ok = static_cast<uint8_t*>(ok->untyped_data());
+  p.batch = dx[0];
+  p.rows = rows;
+  p.k = k;
+  p.s = int(ds[3]);
+  p.max_spread = int(max_spread);
+  p.columns = columns != 0;
+  std::string why = mixpert::check(p);
+  if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu mixpert split: " + why);
+  why = mixpert::run(p, stream);
+  if (!why.empty()) return ffi::Error::Internal("jaxemu mixpert split: " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kMixpertSplit, MixpertSplitImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // x: (L, R, K) or (L, K, R) float32
+                           .Ret<ffi::AnyBuffer>()   // slices: (L, R, K/128, S, 128) int8
+                           .Ret<ffi::AnyBuffer>()   // exps: (L, R, K/32) or (L, K/32, R) int32
+                           .Ret<ffi::AnyBuffer>()   // ok: as exps, uint8
+                           .Attr<int64_t>("columns")
+                           .Attr<int64_t>("max_spread"));
+
 template <typename T>
 nb::capsule capsule(T* fn) {
   return nb::capsule(reinterpret_cast<void*>(fn));
@@ -621,6 +676,7 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_ozaki2_residues"] = capsule(kOzakiResidues);
     d["jaxemu_ozaki2_crt"] = capsule(kOzakiCrt);
     d["jaxemu_mixpert"] = capsule(kMixpert);
+    d["jaxemu_mixpert_split"] = capsule(kMixpertSplit);
     d["jaxemu_row_stats"] = capsule(kRowStats);
     d["jaxemu_col_stats"] = capsule(kColStats);
     return d;

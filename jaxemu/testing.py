@@ -127,3 +127,33 @@ def median_time(fn, repeats: int = 5, min_rep_s: float = 0.0) -> float:
         if single < 0.005:
             calls = max(1, min(1000, int(min_rep_s / max(single, 1e-9))))
     return float(np.median([run(calls) for _ in range(repeats)]))
+
+
+def int8_split_reference(x: np.ndarray, n_slices: int, max_spread: int):
+    """MixPert's split (xla.split_int8) in numpy, as defined, for tiles on
+    the last axis of finite float32 ``x``: (slices (n_slices, ...) int8,
+    E int32, ok bool), E and ok per tile. Exponents come from the bits
+    (subnormals exact); y = x 2^(6 - E) and the slices y_{i+1} = (y_i -
+    rint(y_i)) 128 are taken in float64, where every step is exact (the
+    float32 formulation is exact too wherever a slice can be nonzero)."""
+    x = np.asarray(x, np.float32)
+    u = x.view(np.uint32) & np.uint32(0x7FFFFFFF)
+
+    def floor_log2(v):
+        v = v.astype(np.int64)
+        e, m = v >> 23, v & 0x7FFFFF
+        sub = np.where(m > 0, -149 + np.floor(np.log2(np.maximum(m, 1))).astype(np.int64), -151)
+        return np.where(e > 0, e - 127, sub)
+
+    amax = u.max(axis=-1)
+    amin = np.where(u > 0, u, np.uint32(0xFFFFFFFF)).min(axis=-1)
+    emax = floor_log2(amax)
+    big_e = np.where(amax > 0, emax + 1, 0)
+    spread = np.where(amax > 0, emax - floor_log2(np.where(amin == 0xFFFFFFFF, amax, amin)), 0)
+    y = np.ldexp(x.astype(np.float64), (6 - big_e)[..., None])
+    out = []
+    for _ in range(n_slices):
+        q = np.rint(y)
+        out.append(q.astype(np.int8))
+        y = (y - q) * 128.0
+    return np.stack(out), big_e.astype(np.int32), spread <= max_spread

@@ -1,14 +1,14 @@
 """Where a MixPert product's time goes on the GPU (issue 14): SGEMM, the
-MixPert kernel alone on packed operands, the whole product with
-JAXEMU_CUDA_MIXPERT=1 (split, kernel, fallback conditional), and the same
-scheme with no tile falling back (max_spread = 40), same run.
+MixPert kernel alone on packed operands, the whole product
+(split, kernel, fallback conditional), and the same
+scheme with no tile falling back (max_spread = 40), same run; with --xla
+also the product with XLA's split, and on the xla backend.
 
     JAX_PLATFORMS=cuda,cpu python3 scripts/mixpert_probe.py [--shapes 1x8192x8192x8192,...]
 """
 import argparse
 import os
 
-os.environ.setdefault("JAXEMU_CUDA_MIXPERT", "1")
 import dataclasses  # noqa: E402
 
 import jax  # noqa: E402
@@ -26,6 +26,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="1x8192x8192x8192,1x1024x1048576x256,1x1048576x256x1024")
     p.add_argument("--schemes", default="int8_l1,int8_l4")
+    p.add_argument("--kernel-only", action="store_true", help="time the kernel alone (for A/B of kernel variants)")
+    p.add_argument("--xla", action="store_true", help="also time the product with XLA's split, and on the xla backend")
     args = p.parse_args()
     print("device", jax.devices()[0].device_kind, "jax", jax.__version__)
     for shape in args.shapes.split(","):
@@ -43,6 +45,9 @@ def main():
             packed = jax.block_until_ready(packed)
             ks = jax.jit(CM.kernel_sum)
             t_k = T.median_time(lambda: ks(*packed).block_until_ready())
+            if args.kernel_only:
+                print(f"  {name}: kernel {t_k * 1e3:.3f} ms ({t_s / t_k:.2f}x SGEMM)")
+                continue
             full = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))
             t_f = T.median_time(lambda: full(a, b).block_until_ready())
             s40 = dataclasses.replace(s, name=name + "_s40", max_spread=40)
@@ -50,6 +55,15 @@ def main():
             t_n = T.median_time(lambda: nofb(a, b).block_until_ready())
             print(f"  {name}: kernel {t_k * 1e3:.3f} ms ({t_s / t_k:.2f}x SGEMM), product {t_f * 1e3:.3f} ms "
                   f"({t_s / t_f:.2f}x), no fallback {t_n * 1e3:.3f} ms ({t_s / t_n:.2f}x)")
+            if args.xla:  # the switch is read at trace time: the jit below traces anew
+                os.environ["JAXEMU_CUDA_MIXPERT_SPLIT"] = "0"
+                f = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))
+                t = T.median_time(lambda: f(a, b).block_until_ready(), repeats=3)
+                os.environ.pop("JAXEMU_CUDA_MIXPERT_SPLIT")
+                print(f"  {name}: product with XLA's split {t * 1e3:.3f} ms ({t_s / t:.2f}x)")
+                f = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="xla"))
+                t = T.median_time(lambda: f(a, b).block_until_ready(), repeats=3)
+                print(f"  {name}: product on the xla backend {t * 1e3:.3f} ms ({t_s / t:.2f}x)")
 
 
 if __name__ == "__main__":

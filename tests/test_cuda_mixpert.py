@@ -19,11 +19,6 @@ pytestmark = gpu.MARKS
 LEVELS = ("int8_l1", "int8_l2", "int8_l3", "int8_l4")
 
 
-@pytest.fixture(autouse=True)
-def mixpert_on(monkeypatch):
-    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT", "1")  # opt-in until this file passed (switches.py)
-
-
 def cuda_dot(a, b, name):
     return np.asarray(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=name, backend="cuda"))(a, b))
 
@@ -137,4 +132,73 @@ def test_a_few_fallback_tiles_take_the_gathered_products(bad_rows):
     ref = T.reference(a, b)
     got, xla = cuda_dot(a, b, "int8_l4"), xla_dot(a, b, "int8_l4")
     assert T.componentwise_err(got, a, b, ref) <= 1.25 * T.componentwise_err(xla, a, b, ref) + 2 ** -24
+    np.testing.assert_array_equal(got, cuda_dot(a, b, "int8_l4"))
+
+
+def _kernel_split(a, b, s):
+    """The split kernel's outputs for A (1, M, K) and B (1, K, N), K padded."""
+    ap, bp = X._pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)
+    return ap, bp, jax.jit(lambda x: CM.split(x, s, False))(ap), jax.jit(lambda x: CM.split(x, s, True))(bp)
+
+
+@pytest.mark.parametrize("name", ["int8_l2", "int8_l3"])  # 2 and 3 slices on each side
+@pytest.mark.parametrize("law", T.LAWS)
+@pytest.mark.parametrize("m,k,n", [(37, 300, 23), (130, 1024, 70)])
+def test_split_kernel_is_xla_split_bit_for_bit(name, law, m, k, n):
+    """The split kernel (ffi/mixpert/split.cuh) against XLA's split on the
+    same GPU: the same slices in the kernel's layout, exponents and flags."""
+    s = get_scheme(name)
+    a, b = T.operands(law, m, k, n, seed=k + n)
+    a[0, :32] = 0.0  # a zero tile
+    ap, bp, (sa_, ea, oka), (sb_, eb, okb) = _kernel_split(a, b, s)
+    stats = X.int8_tile_stats(ap, bp, s)[2:]
+    xa_p, xb_p, _, _ = CM.pack(*stats, s)
+    np.testing.assert_array_equal(np.asarray(sa_), np.asarray(xa_p))
+    np.testing.assert_array_equal(np.asarray(sb_), np.asarray(xb_p))
+    np.testing.assert_array_equal(np.asarray(ea), np.asarray(stats[1])[..., 0])
+    np.testing.assert_array_equal(np.asarray(oka), np.asarray(stats[2])[..., 0])
+    np.testing.assert_array_equal(np.asarray(eb), np.asarray(stats[4])[:, :, 0, :])
+    np.testing.assert_array_equal(np.asarray(okb), np.asarray(stats[5])[:, :, 0, :])
+
+
+def test_split_kernel_is_the_definition_at_the_float_range():
+    """Subnormals, values near FLT_MAX, zeros and spreads at max_spread,
+    against the numpy definition (testing.int8_split_reference)."""
+    s = get_scheme("int8_l4")
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-1, 1, (40, 256)).astype(np.float32)
+    a[0, :32] = 0.0
+    a[1, 32:64] *= np.float32(2.0 ** -140)  # subnormal tile
+    a[2, 64:96] *= np.float32(2.0 ** -126)
+    a[2, 70] = np.float32(2.0 ** -149)  # one smallest subnormal: spread > 16
+    a[3, :32] *= np.float32(2.0 ** 127)
+    a[3, 5] = np.float32(3.0e38)  # near FLT_MAX: E = 128
+    a[4, 96:128] = np.float32(2.0 ** -16)
+    a[4, 100] = 1.0  # spread exactly 16
+    a[5, 128:160] *= np.float32(2.0 ** -120)
+    a[5, 129] = np.float32(3.0 * 2.0 ** -140)
+    b = np.ascontiguousarray(a[:, :].T[:, :33] * 1.0)  # B (256, 33): the same tiles down its columns
+    _, _, (sa_, ea, oka), (sb_, eb, okb) = _kernel_split(a, b, s)
+    ref = T.int8_split_reference(a.reshape(40, 8, 32), s.a_slices, s.max_spread)
+    got = np.asarray(sa_)[0].transpose(2, 0, 1, 3).reshape(s.a_slices, 40, 8, 32)  # (S, M, nt, 32)
+    np.testing.assert_array_equal(got, ref[0])
+    np.testing.assert_array_equal(np.asarray(ea)[0], ref[1])
+    np.testing.assert_array_equal(np.asarray(oka)[0], ref[2])
+    refb = T.int8_split_reference(b.T.reshape(33, 8, 32), s.b_slices, s.max_spread)
+    gotb = np.asarray(sb_)[0].transpose(2, 0, 1, 3).reshape(s.b_slices, 33, 8, 32)
+    np.testing.assert_array_equal(gotb, refb[0])
+    np.testing.assert_array_equal(np.asarray(eb)[0].T, refb[1])
+    np.testing.assert_array_equal(np.asarray(okb)[0].T, refb[2])
+    assert not refb[2][2, 2] and refb[2][4, 3] and refb[1][3, 0] == 128
+
+
+@pytest.mark.parametrize("law", ["uniform(-1,1)", "wide-exp"])
+def test_products_with_either_split_are_bit_identical(law, monkeypatch):
+    """The split kernel gives the MixPert kernel XLA's integers and masks:
+    the same product bit for bit ($JAXEMU_CUDA_MIXPERT_SPLIT=0: XLA's)."""
+    a, b = T.operands(law, 300, 1100, 200, seed=21)
+    text = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="int8_l4", backend="cuda")).lower(a, b).as_text()
+    assert "jaxemu_mixpert_split" in text
+    got = cuda_dot(a, b, "int8_l4")
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_SPLIT", "0")
     np.testing.assert_array_equal(got, cuda_dot(a, b, "int8_l4"))

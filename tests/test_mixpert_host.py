@@ -85,11 +85,11 @@ def test_which_schemes_the_kernel_takes(monkeypatch):
         assert cuda_lowering.handles(get_scheme(name), fams)
         assert not cuda_lowering.handles(get_scheme(name), ("fused", "int8"))
     assert not cuda_lowering.handles(Int8Split("int8_t16", (2, 2), ktile=16), fams)
-    # Opt-in until a GPU run verified it (switches.py).
+    # On by default since tests/test_cuda_mixpert.py passed on an H200 (switches.py).
     monkeypatch.delenv("JAXEMU_CUDA_MIXPERT", raising=False)
+    assert switches.enabled("mixpert") and switches.enabled("mixpert_split")
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT", "0")
     assert not switches.enabled("mixpert")
-    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT", "1")
-    assert switches.enabled("mixpert")
 
 
 def test_pack_refuses_other_tiles():
@@ -147,3 +147,58 @@ def test_gathered_fallback_batches():
     scale = np.abs(np.asarray(a3)) @ np.abs(np.asarray(b3))
     assert np.max(np.abs(got - want) / scale) < 2.0 ** -22
     assert np.count_nonzero(got) > 0
+
+
+def _tiles_with_spreads(rng, rows, k):
+    """Uniform values with zero tiles, tiles of one value, and tiles whose
+    spread straddles max_spread (16): what the split's flags decide."""
+    x = rng.uniform(-1, 1, (rows, k)).astype(np.float32)
+    x[0, :32] = 0.0
+    x[1, :32] = 0.75
+    x[2, 32:64] *= np.float32(2.0 ** -17)
+    x[2, 40] = 1.0  # spread 17 at least: falls back
+    x[3, 64:96] = np.float32(2.0 ** -16)
+    x[3, 70] = 1.5  # spread 16: stays
+    x[4, :32] *= np.float32(2.0 ** 60)  # large exponents
+    x[5, 32:64] *= np.float32(2.0 ** -90)
+    return x
+
+
+@pytest.mark.parametrize("n_slices", [2, 3])
+def test_split_reference_is_xla_split(n_slices):
+    """jaxemu.testing.int8_split_reference (the GPU split kernel's test
+    oracle, numpy) is xla.split_int8 on normal floats (XLA's CPU flushes
+    subnormals, so they are left out here; tests/test_cuda_mixpert.py
+    checks them against the definition)."""
+    s = get_scheme("int8_l4")
+    x = _tiles_with_spreads(np.random.default_rng(2), 9, 128)
+    sl, e, ok = X.split_int8(jnp.asarray(x).reshape(9, 4, 32), s, n_slices, tile_axis=2)
+    rsl, re, rok = T.int8_split_reference(x.reshape(9, 4, 32), n_slices, s.max_spread)
+    for i in range(n_slices):
+        np.testing.assert_array_equal(np.asarray(sl[i]), rsl[i])
+    np.testing.assert_array_equal(np.asarray(e)[..., 0], re)
+    np.testing.assert_array_equal(np.asarray(ok)[..., 0], rok)
+    assert not rok[2, 1] and rok[3, 2] and rok[0, 0] and re[0, 0] == 0
+
+
+def test_unpack_inverts_pack():
+    """The reference branch of the split kernel's path reads the kernel's
+    slices back in xla.int8_tile_stats' layout (cuda_mixpert.unpack)."""
+    s = get_scheme("int8_l3")
+    a, b = T.operands("normal(0,1)", 7, 256, 5, seed=4)
+    a_sl, ea, oka, b_sl, eb, okb = tile_stats(a, b, s)
+    a_p, b_p, _, _ = CM.pack(a_sl, ea, oka, b_sl, eb, okb, s)
+    ua, ub = CM.unpack(a_p, b_p)
+    assert len(ua) == s.a_slices and len(ub) == s.b_slices
+    for x, y in zip(ua + ub, a_sl + b_sl):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_scale_factors_from_flat_exponents_match_pack():
+    s = get_scheme("int8_l2")
+    a, b = T.operands("wide-exp", 6, 128, 9, seed=8)
+    a_sl, ea, oka, b_sl, eb, okb = tile_stats(a, b, s)
+    _, _, sa, sb = CM.pack(a_sl, ea, oka, b_sl, eb, okb, s)
+    sa2, sb2 = CM.scale_factors(ea[..., 0], oka[..., 0], eb[:, :, 0, :], okb[:, :, 0, :], s)
+    np.testing.assert_array_equal(np.asarray(sa), np.asarray(sa2))
+    np.testing.assert_array_equal(np.asarray(sb), np.asarray(sb2))

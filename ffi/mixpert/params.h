@@ -44,5 +44,27 @@ struct Problem {
   int splits = 1;      // K-splits, each writing its own partial (deterministic)
 };
 
+// The MixPert split (mixpert/split.cuh): one pass over a float32 operand,
+// writing the kernel's slices and each tile's exponent and fallback flag,
+// bit for bit the xla backend's split_int8 (jaxemu/backends/xla.py).
+//   x:      A (L, R, K) (rows: tiles along K, contiguous), or B (L, K, R)
+//           with columns = true (tiles down the columns)
+//   slices: (L, R, K / TK, S, TK) int8, the layout `a` / `b` above
+//   exps:   rows (L, R, K / 32), columns (L, K / 32, R) int32: E, the tile
+//           maximum's exponent plus one (0 for a zero tile)
+//   ok:     same shape, uint8: 1 where the tile's nonzero exponents span at
+//           most max_spread binades, 0 where it takes the float fallback
+// K is a multiple of TK (the caller zero-pads); x holds finite values.
+struct SplitProblem {
+  const float* x = nullptr;
+  int8_t* slices = nullptr;
+  int32_t* exps = nullptr;
+  uint8_t* ok = nullptr;
+  int64_t rows = 0, k = 0, batch = 1;  // rows: M for A, N for B
+  int s = 3;                           // slices per value (2 or 3)
+  int max_spread = 16;
+  bool columns = false;
+};
+
 }  // namespace mixpert
 }  // namespace jaxemu

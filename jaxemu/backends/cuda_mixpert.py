@@ -2,9 +2,11 @@
 MixPert kernel (ffi/mixpert/) per product.
 
 The split is the xla backend's (xla.int8_tile_stats: per-tile exponents,
-int8 slices, fallback masks: the same integers bit for bit); ``pack`` lays
-its slices out as the kernel reads them and turns each tile's exponent into
-a scale factor (zero for tiles that fall back), and the kernel sums the
+int8 slices, fallback masks), computed by the split kernel (``split``:
+ffi/mixpert/split.cuh, one pass over each operand, the same integers bit
+for bit) in the layout the kernel reads (``pack`` makes it from XLA's
+split); each tile's exponent becomes a scale factor (zero for tiles that
+fall back, ``scale_factors``), and the kernel sums the
 fixed-point products with exact int32 accumulation per K-tile and level
 and one FP32 fold per K-tile. The tiles that fall back are the xla
 backend's (the same masks), their products taken over only the rows and
@@ -29,6 +31,7 @@ from jax import lax
 
 from .._int8dot import pad_axis
 from ..schemes import Int8Split, get_scheme
+from . import switches
 from . import xla as xla_backend
 
 TILE_K = 128       # ffi/mixpert/params.h: kTileK (K-steps per stage; K is padded to it)
@@ -64,10 +67,48 @@ def pack(a_sl, ea, oka, b_sl, eb, okb, s: Int8Split):
     a_p = jnp.stack([x.reshape(bsz, m, k // TILE_K, TILE_K) for x in a_sl], axis=3)
     b_p = jnp.stack([jnp.swapaxes(x.reshape(bsz, k, n), 1, 2).reshape(bsz, n, k // TILE_K, TILE_K)
                      for x in b_sl], axis=3)
+    return (a_p, b_p) + scale_factors(ea[..., 0], oka[..., 0], eb[:, :, 0, :], okb[:, :, 0, :], s)
+
+
+def scale_factors(ea, oka, eb, okb, s: Int8Split):
+    """The kernel's scale factors from the tile exponents and flags, A's
+    (B, M, nt) and B's (B, nt, N): A's (B, nt, Mp) and B's (B, nt, Np)
+    float32, zero for tiles that fall back, rows padded to SCALE_ALIGN."""
     ca, cb = scale_bits(s)
-    sa = jnp.where(oka[..., 0], xla_backend.pow2(ea[..., 0] - ca), 0.0)  # (B, M, nt)
-    sb = jnp.where(okb[:, :, 0, :], xla_backend.pow2(eb[:, :, 0, :] - cb), 0.0)  # (B, nt, N)
-    return a_p, b_p, pad_axis(jnp.swapaxes(sa, 1, 2), 2, SCALE_ALIGN), pad_axis(sb, 2, SCALE_ALIGN)
+    sa = jnp.where(oka, xla_backend.pow2(ea - ca), 0.0)
+    sb = jnp.where(okb, xla_backend.pow2(eb - cb), 0.0)
+    return pad_axis(jnp.swapaxes(sa, 1, 2), 2, SCALE_ALIGN), pad_axis(sb, 2, SCALE_ALIGN)
+
+
+def split(x, s: Int8Split, columns: bool):
+    """The MixPert split kernel (ffi/mixpert/split.cuh), one pass over x:
+    A (B, M, K) as rows, or B (B, K, N) with columns=True; K a multiple of
+    TILE_K. Returns the slices in the kernel's layout (B, R, K / 128, S, 128)
+    int8 (what pack makes), the tile exponents and the flags of the tiles
+    that do not fall back, (B, R, K / 32) for rows and (B, K / 32, R) for
+    columns: xla.int8_tile_stats' integers, exponents and masks, bit for bit."""
+    bsz = x.shape[0]
+    r, k = (x.shape[2], x.shape[1]) if columns else x.shape[1:]
+    nt = k // SCALE_TILE
+    n_sl = s.b_slices if columns else s.a_slices
+    tiles = (bsz, nt, r) if columns else (bsz, r, nt)
+    sl, e, ok = jax.ffi.ffi_call("jaxemu_mixpert_split", (
+        jax.ShapeDtypeStruct((bsz, r, k // TILE_K, n_sl, TILE_K), jnp.int8),
+        jax.ShapeDtypeStruct(tiles, jnp.int32), jax.ShapeDtypeStruct(tiles, jnp.uint8)))(
+        x, columns=np.int64(columns), max_spread=np.int64(s.max_spread))
+    return sl, e, ok != 0
+
+
+def unpack(a_p, b_p):
+    """The slices as xla.int8_tile_stats gives them, from the kernel's
+    layout: A's (B, M, nt, 32) and B's (B, nt, 32, N) per slice."""
+    bsz, m, ks, na, tk = a_p.shape
+    n = b_p.shape[1]
+    k = ks * tk
+    a_sl = [a_p[:, :, :, i, :].reshape(bsz, m, k // SCALE_TILE, SCALE_TILE) for i in range(na)]
+    b_sl = [jnp.swapaxes(b_p[:, :, :, j, :].reshape(bsz, n, k), 1, 2).reshape(bsz, k // SCALE_TILE, SCALE_TILE, n)
+            for j in range(b_p.shape[3])]
+    return a_sl, b_sl
 
 
 def in_range(ea, oka, eb, okb):
@@ -200,10 +241,26 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
 
 def mixpert_finite(a, b, s: Int8Split, amax=None):
     """MixPert on finite canonical operands a (B, M, K), b (B, K, N): K
-    zero-padded to TILE_K (zero tiles add nothing), then the xla backend's
-    product with the kernel's tile sums and the gathered fallback."""
+    zero-padded to TILE_K (zero tiles add nothing), split by the split
+    kernel (or XLA's, $JAXEMU_CUDA_MIXPERT_SPLIT=0), the kernel's tile sums
+    (the xla backend's where an exponent is out of range) and the gathered
+    fallback."""
     a, b = xla_backend._pad_k(a, b, TILE_K)
-    return xla_backend.int8_split_dot(a, b, s, "cuda", tile_products=tile_products, fallback=gathered_fallback)
+    if not switches.enabled("mixpert_split"):
+        return xla_backend.int8_split_dot(a, b, s, "cuda", tile_products=tile_products, fallback=gathered_fallback)
+    a_p, ea, oka = split(a, s, columns=False)
+    b_p, eb, okb = split(b, s, columns=True)
+
+    def kernel(_):
+        return kernel_sum(a_p, b_p, *scale_factors(ea, oka, eb, okb, s))
+
+    def reference(_):  # the same sum, from the same integers and masks
+        a_sl, b_sl = unpack(a_p, b_p)
+        return xla_backend.int8_tile_products(a_sl, ea[..., None], oka[..., None], b_sl, eb[:, :, None, :],
+                                              okb[:, :, None, :], s)
+
+    c = lax.cond(in_range(ea, oka, eb, okb), kernel, reference, None)
+    return gathered_fallback(c, a, b, oka[..., None], okb[:, :, None, :], s, "cuda")
 
 
 def mixpert_product(a, b, s: Int8Split):
