@@ -27,12 +27,12 @@ if [ -n "${CUDA_INT8_TESTS:-}" ]; then  # the int8 schemes of tests/test_cuda.py
     | tee "$OUT/test_cuda_int8_schemes.log" | tail -5
 fi
 if [ -n "${NCU:-}" ]; then
-  JAX_PLATFORMS=cuda,cpu timeout 200 ncu --clock-control none --kernel-name regex:mixpert_kernel \
-    --launch-count 1 --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,\
+  XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_PLATFORMS=cuda,cpu timeout 200 ncu --clock-control none --kernel-name "regex:mixpert_kernel|split_rows|split_columns" \
+    --launch-count 3 --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,\
 sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,\
 sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_wait_per_warp_active.pct,\
 smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_barrier_per_warp_active.pct,\
 smsp__issue_active.avg.pct_of_peak_sustained_active \
     python3 scripts/mixpert_probe.py --shapes 1x8192x8192x8192 --schemes int8_l4 > "$OUT/ncu_mixpert.txt" 2>&1
-  grep -E "mixpert_kernel|gpu__time|dram__|tensor_op|pipe_alu|pipe_fma|stalled|issue_active" "$OUT/ncu_mixpert.txt" | head -20
+  grep -E "mixpert_kernel|split_rows|split_columns|gpu__time|dram__|tensor_op|pipe_alu|pipe_fma|stalled|issue_active" "$OUT/ncu_mixpert.txt" | head -40
 fi
