@@ -348,6 +348,12 @@ class Int8Split(Scheme):
                       for j in range(self.b_slices) if (i, j) not in self.products)
         return 2.0 * (ra + rb + dropped)
 
+    @staticmethod
+    def level_shift(lvl: int) -> int:
+        """The products of slices (i, j) with i + j = lvl weigh 2^-level_shift
+        against the tile exponents: slice i weighs 2^-(6 + 7 i) (6, 7, 7 bits)."""
+        return 12 + 7 * lvl
+
     def describe(self) -> str:
         return (f"int8 level {self.level}: {self.a_slices}x{self.b_slices} slices, "
                 f"{self.num_products} products, tile 1x{self.ktile}, fallback {self.fallback}")

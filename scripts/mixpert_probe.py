@@ -40,7 +40,7 @@ def main():
         print(f"{shape}: sgemm {t_s * 1e3:.3f} ms")
         for name in args.schemes.split(","):
             s = get_scheme(name)
-            ap, bp = X._pad_k(a[None], b[None], CM.TILE_K)
+            ap, bp = X.pad_k(a[None], b[None], CM.TILE_K)
             packed = jax.jit(lambda a, b: CM.pack(*X.int8_tile_stats(a, b, s)[2:], s))(ap, bp)
             packed = jax.block_until_ready(packed)
             ks = jax.jit(CM.kernel_sum)

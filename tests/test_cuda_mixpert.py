@@ -41,7 +41,7 @@ def test_kernel_is_its_float64_twin(name, m, k, n):
     K-tile (the fold) and where the levels' combination exceeds 24 bits."""
     s = get_scheme(name)
     a, b = T.operands("normal(0,1)", m, k, n, seed=m + k)
-    ap, bp = X._pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)
+    ap, bp = X.pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)
     stats = X.int8_tile_stats(ap, bp, s)[2:]
     packed = CM.pack(*stats, s)
     got = np.asarray(jax.jit(CM.kernel_sum)(*packed), np.float64)[0]
@@ -137,7 +137,7 @@ def test_a_few_fallback_tiles_take_the_gathered_products(bad_rows):
 
 def _kernel_split(a, b, s):
     """The split kernel's outputs for A (1, M, K) and B (1, K, N), K padded."""
-    ap, bp = X._pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)
+    ap, bp = X.pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)
     return ap, bp, jax.jit(lambda x: CM.split(x, s, False))(ap), jax.jit(lambda x: CM.split(x, s, True))(bp)
 
 

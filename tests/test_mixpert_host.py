@@ -16,7 +16,7 @@ LEVELS = ("int8_l1", "int8_l2", "int8_l3", "int8_l4")
 
 
 def tile_stats(a, b, s):
-    a, b = X._pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)
+    a, b = X.pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)
     return X.int8_tile_stats(a, b, s)[2:]
 
 
@@ -61,7 +61,7 @@ def test_scale_factors_are_the_tile_weights():
     for name in LEVELS:
         s = get_scheme(name)
         ca, cb = CM.scale_bits(s)
-        assert ca + cb == 12 + 7 * max(s.level)
+        assert ca + cb == 12 + 7 * max(s.level) == s.level_shift(max(s.level))
         a, b = T.operands("normal(0,1)", 8, 64, 8, seed=2)
         a_sl, ea, oka, b_sl, eb, okb = tile_stats(a, b, s)
         _, _, sa, sb = CM.pack(a_sl, ea, oka, b_sl, eb, okb, s)

@@ -14,7 +14,7 @@ columns that hold such tiles (gathered_fallback); FP32's special-value
 rules are the xla backend's (xla.int8_split_dot, xla.canonical_dot).
 
 Scale factors: the tile pair (t, m, n) weighs 2^(e_A[m, t] + e_B[t, n] - c),
-c = 12 + 7 (levels - 1) (the weight of the combined levels' unit), split as
+c = Int8Split.level_shift(levels - 1) (the weight of the combined levels' unit), split as
 2^(e_A - c_A) 2^(e_B - c_B); the kernel multiplies the tile's integer sum
 by A's factor (exact) and then B's, with one rounding. Where a tile
 exponent lies outside [MIN_EXP, MAX_EXP] (a tile whose largest |value| is
@@ -49,7 +49,7 @@ def supports(s) -> bool:
 def scale_bits(s: Int8Split):
     """(c_A, c_B): the split of the combined levels' weight 2^-c between A's
     and B's factors."""
-    c = 12 + 7 * max(s.level)
+    c = s.level_shift(max(s.level))
     return c // 2, c - c // 2
 
 
@@ -245,7 +245,7 @@ def mixpert_finite(a, b, s: Int8Split, amax=None):
     kernel (or XLA's, $JAXEMU_CUDA_MIXPERT_SPLIT=0), the kernel's tile sums
     (the xla backend's where an exponent is out of range) and the gathered
     fallback."""
-    a, b = xla_backend._pad_k(a, b, TILE_K)
+    a, b = xla_backend.pad_k(a, b, TILE_K)
     if not switches.enabled("mixpert_split"):
         return xla_backend.int8_split_dot(a, b, s, "cuda", tile_products=tile_products, fallback=gathered_fallback)
     a_p, ea, oka = split(a, s, columns=False)

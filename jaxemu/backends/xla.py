@@ -232,7 +232,7 @@ def _slice_dot_precision(fmt: str, platform: str):
     return lax.Precision.DEFAULT
 
 
-def _pad_k(a, b, mult):
+def pad_k(a, b, mult):
     """Zero-pad K (axis 2 of a, axis 1 of b; either may be None) to a multiple
     of mult. Zeros meet only zeros, so the product is unchanged."""
     k = a.shape[2] if a is not None else b.shape[1]
@@ -299,8 +299,8 @@ def level_products(a_sl, b_sl, levels, kc, precision, low_dtype):
     if kc is None or kc >= k:
         return [_dot(_cat([a_sl[i] for i, _ in terms], 2), _cat([b_sl[j] for _, j in terms], 1), precision)
                 for _, terms in levels]
-    a_sl = [_pad_k(x, None, kc)[0] for x in a_sl]
-    b_sl = [_pad_k(None, y, kc)[1] for y in b_sl]
+    a_sl = [pad_k(x, None, kc)[0] for x in a_sl]
+    b_sl = [pad_k(None, y, kc)[1] for y in b_sl]
 
     def partial_fn(a4, b4, t0):
         outs = []
@@ -407,7 +407,7 @@ def stacked_product(a_split, b_split, s: FloatSplit, platform: str):
 
 def int8_tile_stats(a, b, s: Int8Split):
     """Per-tile fixed-point data of canonical finite (a, b), K padded to ktile."""
-    a, b = _pad_k(a, b, s.ktile)
+    a, b = pad_k(a, b, s.ktile)
     bsz, m, k = a.shape
     n = b.shape[2]
     nt = k // s.ktile
@@ -444,8 +444,7 @@ def int8_tile_products(a_sl, ea, oka, b_sl, eb, okb, s: Int8Split):
             aa = _cat([a4[i] for i, _ in terms], 3)
             bb = _cat([b4[j] for _, j in terms], 2)
             p = int8_dot_general(aa, bb, (((3,), (2,)), ((0, 2), (0, 1))))  # exact
-            # slice weights 2^-6, 2^-13, 2^-20: level L has weight 2^-(12 + 7L)
-            scaled = ldexp(p.astype(f32), ea_g + eb_g - (12 + 7 * lvl))
+            scaled = ldexp(p.astype(f32), ea_g + eb_g - s.level_shift(lvl))
             outs.append(jnp.where(ok_g, scaled, 0.0))
         return outs
 
