@@ -15,6 +15,12 @@ custom_vmap's batching rule and the functions of lax.custom_root (a "hijax"
 primitive in jax 0.11). custom_linear_solve's jaxprs sit in a named tuple,
 rebuilt field by field.
 
+The native fp32 scheme is no emulation: a dot decided as fp32 (``scheme=
+"fp32"``, or a per-dot choice of it) stays the caller's dot_general
+equation, its precision raised to HIGHEST where it was unset or DEFAULT
+(FP32 arithmetic; on a GPU not TF32), so that on the CPU emulate(f,
+scheme="fp32") is f's program, bit for bit. explain reports it as fp32.
+
 Which dots (the precision rule): a float32 x float32 dot_general whose
 precision is unset, DEFAULT or HIGHEST -- including every dot made under
 ``jax.default_matmul_precision("highest")`` / ``("float32")`` -- is
@@ -59,7 +65,7 @@ from jax import lax
 from . import _compat, hoist
 from .api import check_backend, resolve_scheme
 from .primitive import jaxemu_dot_p
-from .schemes import Scheme, SchemeLike, get_scheme
+from .schemes import NativeFP32, Scheme, SchemeLike, get_scheme
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,6 +272,31 @@ def _fold_transposes(invars, dimension_numbers, transposes):
     return out, ((tuple(contract[0]), tuple(contract[1])), (tuple(batch[0]), tuple(batch[1])))
 
 
+# precision asking for FP32 arithmetic: what lax.dot_general makes of
+# precision=HIGHEST (and jax.default_matmul_precision("float32")), in jax
+# 0.10 and 0.11 alike.
+_HIGHEST = (lax.Precision.HIGHEST, lax.Precision.HIGHEST)
+
+
+def _fp32_dot(eqn):
+    """A dot_general decided as the native fp32 scheme: the caller's own
+    equation (same operands, dimension numbers, preferred_element_type,
+    out_sharding), with precision raised to HIGHEST unless it already asks
+    for FP32 (HIGHEST, or the F32_F32_F32 algorithm). Why not a jaxemu_dot,
+    whose fp32 product is dot_general at HIGHEST too (primitive.impl): the
+    transposes emulate folds into it, and its own rules under grad/vmap,
+    re-arrange the product, so XLA compiles another program and may sum in
+    another order (grad lstsq and optax's muon differed in the last bits on
+    a CPU). Left as dot_general, scheme fp32 means FP32 arithmetic (on a GPU:
+    not TF32) and, where that is the default (the CPU), changes nothing:
+    the same program, bit for bit (tests/test_sweep.py)."""
+    prec = eqn.params.get("precision")
+    if precision_request(prec)[0] == "fp32" or (
+            isinstance(prec, lax.DotAlgorithmPreset) and prec == lax.DotAlgorithmPreset.F32_F32_F32):
+        return eqn
+    return eqn.replace(params=dict(eqn.params, precision=_HIGHEST))
+
+
 class _Rewriter:
     """One rewrite pass; records a decision per dot_general it meets."""
 
@@ -324,6 +355,8 @@ class _Rewriter:
                 return DotDecision(info, None, f"precision HIGHEST asks for FP32 accuracy, which {s.name} does "
                                    "not give: left in FP32 (an FP32-class scheme such as bf16x6, fp16x3 or auto "
                                    "emulates it; emulate_pinned=True forces it)"), "highest"
+        if isinstance(s, NativeFP32):  # (_fp32_dot)
+            why += "; left as the caller's dot_general, in FP32 (precision HIGHEST)"
         if s.family == "auto":
             why += "; " + _auto_note(info, s)
         if any(info.exact):
@@ -364,6 +397,8 @@ class _Rewriter:
             d = self.decide(eqn, path, lazy, flags)
             if d.scheme is None:
                 return eqn
+            if isinstance(d.scheme, NativeFP32):
+                return _fp32_dot(eqn)
             invars, dn = _fold_transposes(eqn.invars, eqn.params["dimension_numbers"], transposes or {})
             params = dict(dimension_numbers=dn, scheme=d.scheme,
                           out_dtype=np.dtype(eqn.outvars[0].aval.dtype), backend=self.backend,
@@ -574,7 +609,8 @@ def emulate(f: Callable, scheme: Optional[SchemeLike] = None, *, backend: Option
     cond, switch, while_loop, fori_loop, scan, checkpoint, custom_jvp /
     custom_vjp / custom_vmap functions, custom_linear_solve, custom_root and
     shard_map -- becomes a jaxemu_dot. Other operations are left exactly as
-    they are.
+    they are. A dot decided as the native fp32 scheme stays a dot_general,
+    at precision HIGHEST (module docstring).
 
     Which dots: those whose precision is unset, DEFAULT or HIGHEST (e.g. under
     ``jax.default_matmul_precision("highest")``), with an FP32-class scheme;

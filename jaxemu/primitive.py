@@ -211,8 +211,9 @@ def impl(lhs, rhs, *split, dimension_numbers, scheme, out_dtype, backend, out_sh
          presplit="", platform="generic"):
     """The primitive in plain JAX: canonicalize, run the scheme's product
     (auto: its choice among concrete products), reshape. The fp32 scheme is
-    dot_general itself at precision HIGHEST, on the operands as they are,
-    so that emulating with it changes nothing where FP32 is the default.
+    dot_general itself at precision HIGHEST, on the operands as they are
+    (jaxemu.dot(..., scheme="fp32"); emulate leaves a dot decided as fp32
+    as the caller's dot_general instead: emulate._fp32_dot).
     ``split``: the work on the ``presplit`` operand made ahead (``_ahead``),
     passed to the product and to auto's test."""
     if isinstance(scheme, NativeFP32):

@@ -274,6 +274,30 @@ def test_schemes_below_fp32_keep_highest_dots_in_fp32(rng):
     assert jaxemu.explain(f, x, per_dot={0: "bf16"})[0].scheme.name == "bf16"
 
 
+def test_fp32_scheme_leaves_the_callers_dot_general():
+    """A dot decided as fp32 stays the caller's dot_general (not jaxemu_dot):
+    same operands and dimension numbers, precision raised to HIGHEST where
+    unset/DEFAULT, kept where already HIGHEST; explain still says fp32."""
+    a = np.ones((4, 3), np.float32)
+    b = np.ones((4, 5), np.float32)
+    dn = (((0,), (0,)), ((), ()))
+    f = lambda a, b: (jax.lax.dot_general(a, b, dn),  # noqa: E731  (unset, a^T b: no transpose folded)
+                      jax.lax.dot_general(a, b, dn, precision=jax.lax.Precision.DEFAULT),
+                      jax.lax.dot_general(a, b, dn, precision=(jax.lax.Precision.HIGHEST, jax.lax.Precision.DEFAULT)))
+    before = jax.make_jaxpr(f)(a, b).jaxpr.eqns
+    jaxpr = jax.make_jaxpr(jaxemu.emulate(f, scheme="fp32"))(a, b).jaxpr
+    after = jaxpr.eqns
+    assert [e.primitive.name for e in after] == ["dot_general"] * 3
+    highest = (jax.lax.Precision.HIGHEST,) * 2
+    assert [e.params["precision"] for e in after] == [highest, highest, before[2].params["precision"]]
+    for e, e0 in zip(after, before):
+        assert e.invars == jaxpr.invars  # a, b as they are, in the caller's order
+        assert {**e.params, "precision": None} == {**e0.params, "precision": None}
+    ex = jaxemu.explain(f, a, b, scheme="fp32")
+    assert all(d.scheme.name == "fp32" and "caller's dot_general" in d.reason for d in ex)
+    np.testing.assert_array_equal(np.asarray(jax.jit(jaxemu.emulate(f, scheme="fp32"))(a, b)[0]), a.T @ b)
+
+
 def test_dots_asking_for_less_stay_as_they_are(rng):
     x = rng.standard_normal((8, 8)).astype(np.float32)
     with jax.default_matmul_precision("tensorfloat32"):

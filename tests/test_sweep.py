@@ -221,17 +221,12 @@ def test_emulate_over_jax_library_code(name):
     ref = f64(f, args)
     e32 = relerr(jax.jit(f)(*args), ref)
     assert relerr(out, ref) <= 4 * e32 + 2.0**-20, (relerr(out, ref), e32)
-    # With scheme fp32, emulate changes nothing but the order of FP32
-    # roundings: its dots are dot_general at precision HIGHEST on the
-    # operands as they are (primitive.impl), but XLA compiles the two
-    # programs apart, and on some CPUs it then sums in another order (on
-    # this 2-core CI machine, grad lstsq and optax's muon differed in the
-    # last bits, 2026-11-29, at 25b0ec5 as at later commits; they had been
-    # bit-identical on the machine of 2026-11-28). A normwise difference of
-    # 2^-20 is FP32 rounding; any emulation of lower precision is far above.
+    # With scheme fp32 emulate changes nothing, bit for bit: it leaves each
+    # fp32 dot as the caller's dot_general (precision HIGHEST, FP32 on the
+    # CPU anyway), so XLA compiles f's own program (emulate._fp32_dot).
     same = quiet(jax.jit(jaxemu.emulate(f, scheme="fp32")), *args)
-    plain = [np.asarray(x, np.float64) for x in jax.tree_util.tree_leaves(jax.jit(f)(*args))]
-    assert relerr(same, plain) <= 2.0**-20
+    for a, b in zip(jax.tree_util.tree_leaves(jax.jit(f)(*args)), jax.tree_util.tree_leaves(same)):
+        assert np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True), name
 
 
 def test_the_sweep_covers_the_library():
