@@ -193,12 +193,3 @@ def test_unpack_inverts_pack():
     for x, y in zip(ua + ub, a_sl + b_sl):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
-
-def test_scale_factors_from_flat_exponents_match_pack():
-    s = get_scheme("int8_l2")
-    a, b = T.operands("wide-exp", 6, 128, 9, seed=8)
-    a_sl, ea, oka, b_sl, eb, okb = tile_stats(a, b, s)
-    _, _, sa, sb = CM.pack(a_sl, ea, oka, b_sl, eb, okb, s)
-    sa2, sb2 = CM.scale_factors(ea[..., 0], oka[..., 0], eb[:, :, 0, :], okb[:, :, 0, :], s)
-    np.testing.assert_array_equal(np.asarray(sa), np.asarray(sa2))
-    np.testing.assert_array_equal(np.asarray(sb), np.asarray(sb2))

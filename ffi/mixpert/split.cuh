@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include "../common/bits.cuh"
+#include "../fused/split.cuh"  // fused::pow2f
 #include "params.h"
 
 namespace jaxemu {
@@ -37,9 +38,6 @@ __device__ __forceinline__ int floor_log2(uint32_t u) {
   return m ? -149 + (31 - __clz(int(m))) : -151;
 }
 
-// 2^e for e in [-126, 127], from its bits.
-__device__ __forceinline__ float pow2(int e) { return float_from_bits(uint32_t(e + 127) << 23); }
-
 // What a tile's maximum and smallest nonzero |value| (as bits) decide.
 struct TileSplit {
   int e;         // E
@@ -51,8 +49,8 @@ struct TileSplit {
     e = amax ? emax + 1 : 0;
     ok = amax == 0 || emax - floor_log2(amin == kNoNonzero ? amax : amin) <= max_spread;
     const int t = 6 - e, t1 = t / 2;  // t in [-122, 154]: both halves within float's range
-    f1 = pow2(t1);
-    f2 = pow2(t - t1);
+    f1 = fused::pow2f(t1);
+    f2 = fused::pow2f(t - t1);
   }
 
   // The S slices of x (slice i at bits 8 i of the result's byte i: one int8 each).

@@ -64,10 +64,18 @@ def pack(a_sl, ea, oka, b_sl, eb, okb, s: Int8Split):
     if kt != SCALE_TILE or k % TILE_K:
         raise ValueError(f"mixpert pack: K-tiles of {SCALE_TILE} and K a multiple of {TILE_K} expected, "
                          f"got tiles of {kt}, K = {k}")
+    return pack_slices(a_sl, b_sl) + scale_factors(ea[..., 0], oka[..., 0], eb[:, :, 0, :], okb[:, :, 0, :], s)
+
+
+def pack_slices(a_sl, b_sl):
+    """pack's slices alone (the inverse of unpack)."""
+    bsz, m, nt, kt = a_sl[0].shape
+    n = b_sl[0].shape[3]
+    k = nt * kt
     a_p = jnp.stack([x.reshape(bsz, m, k // TILE_K, TILE_K) for x in a_sl], axis=3)
     b_p = jnp.stack([jnp.swapaxes(x.reshape(bsz, k, n), 1, 2).reshape(bsz, n, k // TILE_K, TILE_K)
                      for x in b_sl], axis=3)
-    return (a_p, b_p) + scale_factors(ea[..., 0], oka[..., 0], eb[:, :, 0, :], okb[:, :, 0, :], s)
+    return a_p, b_p
 
 
 def scale_factors(ea, oka, eb, okb, s: Int8Split):
@@ -164,17 +172,27 @@ def kernel_sum(a_p, b_p, scale_a, scale_b):
     return c[0] if splits == 1 else jnp.sum(c, axis=0)
 
 
+def guarded_sum(a_p, b_p, ea, oka, eb, okb, s: Int8Split):
+    """The fixed-point sum on the MixPert kernel from the slices in its
+    layout and the tile exponents and flags (A's (B, M, nt), B's (B, nt,
+    N)); where a tile exponent is out of range, xla.int8_tile_products' sum
+    of the same integers (unpack), through a conditional."""
+    def kernel(_):
+        return kernel_sum(a_p, b_p, *scale_factors(ea, oka, eb, okb, s))
+
+    def reference(_):
+        a_sl, b_sl = unpack(a_p, b_p)
+        return xla_backend.int8_tile_products(a_sl, ea[..., None], oka[..., None], b_sl, eb[:, :, None, :],
+                                              okb[:, :, None, :], s)
+
+    return lax.cond(in_range(ea, oka, eb, okb), kernel, reference, None)
+
+
 def tile_products(a_sl, ea, oka, b_sl, eb, okb, s: Int8Split):
-    """xla.int8_tile_products' sum on the MixPert kernel (K a multiple of
-    TILE_K); the xla backend's where a tile exponent is out of range."""
-    def kernel(ops):
-        return kernel_sum(*pack(*ops, s))
-
-    def reference(ops):
-        return xla_backend.int8_tile_products(*ops, s)
-
-    ops = (a_sl, ea, oka, b_sl, eb, okb)
-    return lax.cond(in_range(ea, oka, eb, okb), kernel, reference, ops)
+    """xla.int8_tile_products' sum on the MixPert kernel from XLA's split
+    (K a multiple of TILE_K): guarded_sum on pack's slices."""
+    a_p, b_p = pack_slices(a_sl, b_sl)
+    return guarded_sum(a_p, b_p, ea[..., 0], oka[..., 0], eb[:, :, 0, :], okb[:, :, 0, :], s)
 
 
 def fallback_cap(rows: int) -> int:
@@ -250,16 +268,7 @@ def mixpert_finite(a, b, s: Int8Split, amax=None):
         return xla_backend.int8_split_dot(a, b, s, "cuda", tile_products=tile_products, fallback=gathered_fallback)
     a_p, ea, oka = split(a, s, columns=False)
     b_p, eb, okb = split(b, s, columns=True)
-
-    def kernel(_):
-        return kernel_sum(a_p, b_p, *scale_factors(ea, oka, eb, okb, s))
-
-    def reference(_):  # the same sum, from the same integers and masks
-        a_sl, b_sl = unpack(a_p, b_p)
-        return xla_backend.int8_tile_products(a_sl, ea[..., None], oka[..., None], b_sl, eb[:, :, None, :],
-                                              okb[:, :, None, :], s)
-
-    c = lax.cond(in_range(ea, oka, eb, okb), kernel, reference, None)
+    c = guarded_sum(a_p, b_p, ea, oka, eb, okb, s)
     return gathered_fallback(c, a, b, oka[..., None], okb[:, :, None, :], s, "cuda")
 
 
