@@ -22,6 +22,19 @@ from jaxemu.backends import xla as X  # noqa: E402
 from jaxemu.schemes import get_scheme  # noqa: E402
 
 
+def route(ap, bp, s):
+    """cuda_mixpert.gathered_fallback's route on these operands (0 none, 1
+    tile by tile, 2 gathered rows and columns, 3 whole products) and the
+    share of tiles that fall back."""
+    _, _, oka = CM.split(ap, s, columns=False)
+    _, _, okb = CM.split(bp, s, columns=True)
+    bsz, m, k = ap.shape
+    n = bp.shape[2]
+    r = CM.fallback_route(~oka, ~okb, *CM.fallback_sparse_caps(bsz, m, k, n, s), CM.fallback_cap(m), CM.fallback_cap(n))
+    share = (float(jnp.sum(~oka)) + float(jnp.sum(~okb))) / (oka.size + okb.size)
+    return f"{int(r)} ({share * 100:.3f} % of tiles fall back)"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="1x8192x8192x8192,1x1024x1048576x256,1x1048576x256x1024")
@@ -50,6 +63,15 @@ def main():
                 continue
             full = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))
             t_f = T.median_time(lambda: full(a, b).block_until_ready())
+            # The fallback tile by tile (opt-in while it is new): a fresh trace reads the switch.
+            os.environ["JAXEMU_CUDA_MIXPERT_SPARSE"] = "1"
+            sparse = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))
+            t_sp = T.median_time(lambda: sparse(a, b).block_until_ready())
+            c_sp, c_f = sparse(a, b), full(a, b)
+            diff = float(jnp.max(jnp.abs(c_sp - c_f)) / jnp.max(jnp.abs(c_f)))
+            os.environ.pop("JAXEMU_CUDA_MIXPERT_SPARSE")
+            print(f"  {name}: route {route(ap, bp, s)}, product with the tile-by-tile fallback "
+                  f"{t_sp * 1e3:.3f} ms ({t_s / t_sp:.2f}x SGEMM; max |difference| / max |C| against the default {diff:.1e})")
             s40 = dataclasses.replace(s, name=name + "_s40", max_spread=40)
             nofb = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s40, backend="cuda"))
             t_n = T.median_time(lambda: nofb(a, b).block_until_ready())

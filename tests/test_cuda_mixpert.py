@@ -135,6 +135,33 @@ def test_a_few_fallback_tiles_take_the_gathered_products(bad_rows):
     np.testing.assert_array_equal(got, cuda_dot(a, b, "int8_l4"))
 
 
+def test_scattered_fallback_tiles_go_tile_by_tile(monkeypatch):
+    """Tiles falling back scattered over K (a few per K-tile, as on real
+    data), some pairs of A's and B's in one K-tile: the fallback tile by
+    tile (cuda_mixpert.sparse_fallback) against the gathered route, the
+    xla backend and float64; deterministic."""
+    s = get_scheme("int8_l4")
+    a, b = T.operands("uniform(-1,1)", 1024, 4096, 768, seed=17)
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        i, t, j = rng.integers(1024), rng.integers(128), rng.integers(768)
+        a[i, 32 * t + 1] = a[i, 32 * t] * np.float32(2.0 ** -20)
+        b[32 * t + 1, j] = b[32 * t, j] * np.float32(2.0 ** -20)
+    ref = T.reference(a, b)
+    gathered = cuda_dot(a, b, "int8_l4")
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_SPARSE", "1")
+    ap, bp = X.pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)
+    oka, okb = CM.split(ap, s, False)[2], CM.split(bp, s, True)[2]
+    caps = CM.fallback_sparse_caps(1, 1024, 4096, 768, s)
+    assert int(CM.fallback_route(~oka, ~okb, *caps, CM.fallback_cap(1024), CM.fallback_cap(768))) == 1
+    got = cuda_dot(a, b, "int8_l4")
+    xla = xla_dot(a, b, "int8_l4")
+    err = T.componentwise_err(got, a, b, ref)
+    assert err <= 1.25 * T.componentwise_err(xla, a, b, ref) + 2 ** -24
+    assert err <= 1.25 * T.componentwise_err(gathered, a, b, ref) + 2 ** -24
+    np.testing.assert_array_equal(got, cuda_dot(a, b, "int8_l4"))
+
+
 def _kernel_split(a, b, s):
     """The split kernel's outputs for A (1, M, K) and B (1, K, N), K padded."""
     ap, bp = X.pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)

@@ -3,6 +3,7 @@ scale factors (jaxemu/backends/cuda_mixpert.py) reproduce the xla
 backend's fixed-point sum through packed_sum, the kernel's arithmetic in
 float64 (ffi/mixpert/mainloop.cuh); the range rule; which schemes the
 kernel takes. The kernel itself runs in test_cuda_mixpert.py (GPU)."""
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -147,6 +148,99 @@ def test_gathered_fallback_batches():
     scale = np.abs(np.asarray(a3)) @ np.abs(np.asarray(b3))
     assert np.max(np.abs(got - want) / scale) < 2.0 ** -22
     assert np.count_nonzero(got) > 0
+
+
+def _scattered_bad_tiles(a, b, n_a, n_b, seed, overlap=0):
+    """n_a tiles of A and n_b of B, at random (line, K-tile) places, made to
+    fall back (one value 2^-20 below the tile's first); ``overlap`` more
+    pairs where a tile of A and a tile of B of the same K-tile both fall
+    back (counted by both sides of a_bad b + a_good b_bad)."""
+    rng = np.random.default_rng(seed)
+    a, b = a.copy(), b.copy()
+    m, k = a.shape
+    n, nt = b.shape[1], k // 32
+    places = [(rng.integers(m), rng.integers(nt), rng.integers(n)) for _ in range(max(n_a, n_b, overlap))]
+    for q, (i, t, j) in enumerate(places):
+        if q < n_a or q < overlap:
+            a[i, 32 * t + 1] = a[i, 32 * t] * np.float32(2.0 ** -20)
+        if q < n_b or q < overlap:
+            tb = t if q < overlap else rng.integers(nt)
+            b[32 * tb + 1, j] = b[32 * tb, j] * np.float32(2.0 ** -20)
+    return a, b
+
+
+def _route(a3, b3, oka, okb, s):
+    bsz, m, k = a3.shape
+    n = b3.shape[2]
+    return int(CM.fallback_route(~oka[..., 0], ~okb[:, :, 0, :], *CM.fallback_sparse_caps(bsz, m, k, n, s),
+                                 CM.fallback_cap(m), CM.fallback_cap(n)))
+
+
+@pytest.mark.parametrize("m,k,n,n_a,n_b,overlap,batch", [
+    (512, 1024, 384, 30, 20, 0, 1), (300, 4096, 200, 50, 40, 6, 1), (64, 256, 96, 5, 7, 3, 2),
+    (40, 8192, 24, 60, 0, 0, 1), (40, 8192, 24, 0, 60, 0, 1)])
+def test_sparse_fallback_is_the_whole_fallback(m, k, n, n_a, n_b, overlap, batch, monkeypatch):
+    """Tiles that fall back, scattered over K: few per K-tile and per line,
+    so gathered_fallback takes them tile by tile (sparse_fallback), also
+    where a tile of A and one of B fall back in the same K-tile (both sides
+    of a_bad b + a_good b_bad count such a pair once). Against
+    xla.int8_fallback (whole products over masked operands), deterministic."""
+    s = get_scheme("int8_l4")
+    pairs = []
+    for i in range(batch):
+        a, b = T.operands("uniform(-1,1)", m, k, n, seed=20 + i)
+        a = np.where(np.abs(a) < 2.0 ** -12, np.float32(0.5), a)  # no accidental fallback
+        b = np.where(np.abs(b) < 2.0 ** -12, np.float32(0.5), b)
+        pairs.append(_scattered_bad_tiles(a, b, n_a, n_b, seed=i, overlap=overlap))
+    a3 = jnp.asarray(np.stack([p[0] for p in pairs]))
+    b3 = jnp.asarray(np.stack([p[1] for p in pairs]))
+    _, _, _, _, oka, _, _, okb = X.int8_tile_stats(a3, b3, s)
+    assert int(jnp.sum(~oka)) >= min(n_a, 1) and int(jnp.sum(~okb)) >= min(n_b, 1)
+    assert _route(a3, b3, oka, okb, s) == 1
+    monkeypatch.setenv(switches.variable("mixpert_sparse"), "1")
+    c = jnp.asarray(np.random.default_rng(1).standard_normal((batch, m, n)), jnp.float32)
+    fallback = jax.jit(lambda *x: CM.gathered_fallback(*x, s, "cpu"))
+    got = np.asarray(fallback(c, a3, b3, oka, okb), np.float64)
+    want = np.asarray(X.int8_fallback(c, a3, b3, oka, okb, s, "cpu"), np.float64)
+    scale = np.abs(np.asarray(a3, np.float64)) @ np.abs(np.asarray(b3, np.float64)) + np.abs(np.asarray(c))
+    assert np.max(np.abs(got - want) / scale) < 2.0 ** -22
+    assert np.max(np.abs(got - np.asarray(c))) > 0  # the fallback added something
+    np.testing.assert_array_equal(got, np.asarray(fallback(c, a3, b3, oka, okb)))
+
+
+def test_fallback_routes():
+    """none; tile by tile; many tiles of one K-tile: the gathered rows; most
+    rows: the whole products."""
+    s = get_scheme("int8_l4")
+    a, b = T.operands("uniform(-1,1)", 512, 1024, 512, seed=9)
+    a = np.where(np.abs(a) < 2.0 ** -12, np.float32(0.5), a)
+    b = np.where(np.abs(b) < 2.0 ** -12, np.float32(0.5), b)
+
+    def route(a, b):
+        a3, b3 = jnp.asarray(a)[None], jnp.asarray(b)[None]
+        _, _, _, _, oka, _, _, okb = X.int8_tile_stats(a3, b3, s)
+        return _route(a3, b3, oka, okb, s)
+
+    assert route(a, b) == 0
+    assert route(*_scattered_bad_tiles(a, b, 20, 20, seed=3)) == 1
+    assert route(*_with_bad_tiles(a, b, np.arange(40), [])) == 2  # 40 rows in one K-tile: more than 8
+    assert route(*_with_bad_tiles(a, b, np.arange(300), [])) == 3  # more than a quarter of the rows
+
+
+@pytest.mark.parametrize("lines,nt,other,batch", [
+    (8192, 256, 8192, 1), (1024, 32768, 256, 1), (256, 32768, 1024, 1), (65536, 256, 65536, 1),
+    (512, 16, 512, 64), (16, 4, 16, 1)])
+def test_sparse_caps_bound_the_intermediates(lines, nt, other, batch):
+    caps = CM.sparse_caps(lines, nt, other, batch)
+    if caps is None:
+        assert batch * nt * 4 * other > CM.SPARSE_ELEMENTS or batch * 16 * 8 * other > CM.SPARSE_ELEMENTS
+        return
+    per_tile, per_line, n_lines = caps
+    assert 4 <= per_tile and min(8, nt) <= per_line <= min(256, nt) and n_lines <= lines
+    assert batch * nt * per_tile * other <= CM.SPARSE_ELEMENTS
+    assert batch * n_lines * per_line * other <= CM.SPARSE_ELEMENTS
+    if (lines, nt) == (8192, 256):  # 8192^3: ~0.1 % of tiles flagged leaves 16x margin per K-tile
+        assert per_tile == 32 and n_lines == 2048
 
 
 def _tiles_with_spreads(rng, rows, k):

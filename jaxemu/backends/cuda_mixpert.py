@@ -201,18 +201,105 @@ def fallback_cap(rows: int) -> int:
     return rows // 4 if rows >= 512 else 0
 
 
+SPARSE_ELEMENTS = 1 << 28  # the tile-sparse fallback's largest intermediate, in float32 values (1 GiB)
+
+
+def sparse_caps(lines: int, nt: int, other: int, batch: int = 1):
+    """Static capacities of the tile-sparse fallback for one operand whose
+    ``lines`` rows of A (or columns of B) hold nt K-tiles each, against
+    ``other`` columns of B (rows of A): (per_tile, per_line, n_lines), the
+    flagged lines kept per K-tile, the flagged K-tiles kept per line and the
+    lines that may hold one; None where the intermediates would exceed
+    SPARSE_ELEMENTS. On uniform and normal data a tile falls back with
+    probability ~0.05-0.1 %, so per K-tile ~lines / 1000 of them are
+    flagged (per_tile: 4-8x that, at least 16) and per line ~nt / 1000
+    (per_line: 8 up to 256 at K = 1M)."""
+    per_tile = max(16, 1 << max(0, (lines // 256 - 1).bit_length()))
+    per_line = min(nt, max(8, min(256, nt // 128)))
+    n_lines = min(lines, max(2048, lines // 4))
+    while per_tile > 4 and batch * nt * per_tile * other > SPARSE_ELEMENTS:
+        per_tile //= 2
+    while n_lines > 16 and batch * n_lines * per_line * other > SPARSE_ELEMENTS:
+        n_lines //= 2
+    if batch * nt * per_tile * other > SPARSE_ELEMENTS or batch * n_lines * per_line * other > SPARSE_ELEMENTS:
+        return None
+    return per_tile, per_line, n_lines
+
+
+def sparse_fits(bad, caps) -> jax.Array:
+    """Whether the flagged tiles bad (B, lines, nt) fit sparse_caps' caps."""
+    if caps is None:
+        return jnp.asarray(False)
+    per_tile, per_line, n_lines = caps
+    return ((jnp.max(jnp.sum(bad, axis=1)) <= per_tile) & (jnp.max(jnp.sum(bad, axis=2)) <= per_line)
+            & (jnp.max(jnp.sum(jnp.any(bad, axis=2), axis=1)) <= n_lines))
+
+
+def line_fallback(bad, tiles, other, caps):
+    """One batch element's fallback products of one operand's flagged tiles,
+    summed per line (row of A, or column of B), computed per K-tile.
+
+    bad (P, nt): the flagged tiles of P lines; tiles(idx) -> (nt, R, kt):
+    the values of the tiles (t, idx[t, r]), zero where idx = P; other (nt,
+    kt, Q): the other operand's K-tiles. Per K-tile t, its flagged lines
+    (up to R = per_tile, in order) times the other operand's tile t: an
+    (nt, R, Q) batch of thin FP32 products, then per flagged line the sum
+    of its slots in K order (a gather and a fixed-order sum: the result is
+    deterministic). Returns (lines (L,), sums (L, Q)); lines = P pads."""
+    p, nt = bad.shape
+    per_tile, per_line, n_lines = caps
+    idx = jax.vmap(lambda col: jnp.nonzero(col, size=per_tile, fill_value=p)[0])(bad.T)  # (nt, R)
+    y = jnp.matmul(tiles(idx), other, precision=lax.Precision.HIGHEST)  # (nt, R, Q)
+    rank = jnp.cumsum(bad, axis=0, dtype=jnp.int32) - 1  # (P, nt): a flagged tile's slot in its K-tile
+    lines = jnp.nonzero(jnp.any(bad, axis=1), size=n_lines, fill_value=p)[0]  # (L,)
+    line_bad = jnp.take(bad, lines, axis=0, mode="fill", fill_value=False)  # (L, nt)
+    line_rank = jnp.take(rank, lines, axis=0, mode="fill", fill_value=0)
+    t = jax.vmap(lambda r: jnp.nonzero(r, size=per_line, fill_value=nt)[0])(line_bad)  # (L, per_line)
+    slot = jnp.take_along_axis(line_rank, jnp.minimum(t, nt - 1), axis=1)
+    flat = jnp.where(t < nt, t * per_tile + slot, nt * per_tile)  # past the end: a zero
+    gathered = jnp.take(y.reshape(nt * per_tile, -1), flat, axis=0, mode="fill", fill_value=0)
+    return lines, jnp.sum(gathered, axis=1)
+
+
+def sparse_fallback(c, a, b, bad_a, bad_b, caps_a, caps_b, kt: int):
+    """xla.int8_fallback's sum a_bad b + a_good b_bad, tile by tile: the
+    flagged tiles of A times B's K-tiles, and A's good tiles times the
+    flagged tiles of B (line_fallback on each side), in FP32 (precision
+    HIGHEST: thin products, on which an emulated scheme's tiles would waste
+    most of their work; FP32 is at least as accurate as the fallback
+    schemes on 32 K-steps). a (B, M, K), b (B, K, N), bad_a (B, M, nt),
+    bad_b (B, nt, N). Each side's lines are added to C once (unique
+    indices)."""
+    def one(c, a, b, bad_a, bad_b):
+        m, k = a.shape
+        n, nt = b.shape[1], k // kt
+        a3, b3 = a.reshape(m, nt, kt), b.reshape(nt, kt, n)
+        ts = jnp.arange(nt)[:, None]
+        rows, row_sums = line_fallback(bad_a, lambda i: a3.at[i, ts].get(mode="fill", fill_value=0), b3, caps_a)
+        c = c.at[rows].add(row_sums, mode="drop")
+        a_good = jnp.where(bad_a[:, :, None], 0.0, a3).transpose(1, 2, 0)  # (nt, kt, M)
+        cols, col_sums = line_fallback(
+            bad_b.T, lambda i: b3.at[ts, :, i].get(mode="fill", fill_value=0), a_good, caps_b)  # (nt, R, kt)
+        return c.at[:, cols].add(col_sums.T, mode="drop")
+
+    return jax.vmap(one)(c, a, b, bad_a, bad_b)
+
+
 def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
-    """xla.int8_fallback's sum, a_bad b + a_good b_bad, over only the rows
-    of A and the columns of B that hold a tile that falls back: on real
-    data a small share of them (on uniform and normal data about 0.05-0.1 %
-    of tiles, so 10-20 % of the rows at K = 8192), where the whole products
-    over masked operands cost two full products of the fallback scheme.
-    Up to fallback_cap rows and columns (static shapes: the gathered rows
-    are the nonzero rows padded with zero rows); beyond that, or where an
-    operand is too small to gain, the whole products (xla.int8_fallback).
-    Each gathered row and column of C is added once (unique indices: the
-    result is deterministic). ``platform``'s registered product runs the
-    fallback scheme (on the GPU: its fused kernels)."""
+    """xla.int8_fallback's sum, a_bad b + a_good b_bad, over only the
+    tiles, or the rows of A and the columns of B, that hold a tile that
+    falls back: on real data a small share of them (on uniform and normal
+    data about 0.05-0.1 % of tiles, so 10-20 % of the rows at K = 8192),
+    where the whole products over masked operands cost two full products
+    of the fallback scheme. Four routes (fallback_route, one switch):
+    none; tile by tile (sparse_fallback, $JAXEMU_CUDA_MIXPERT_SPARSE) where
+    few tiles per K-tile and per line fall back; the gathered rows and columns, up to fallback_cap of
+    them (static shapes: the gathered rows are the nonzero rows padded with
+    zero rows); beyond that, or where an operand is too small to gain, the
+    whole products (xla.int8_fallback). Each gathered row and column of C
+    is added once (unique indices: the result is deterministic).
+    ``platform``'s registered product runs the fallback scheme of the
+    gathered and whole routes (on the GPU: its fused kernels)."""
     from . import product_for
     bsz, m, k = a.shape
     n = b.shape[2]
@@ -222,14 +309,18 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
     bad_a_t, bad_b_t = ~oka[..., 0], ~okb[:, :, 0, :]  # (B, M, nt), (B, nt, N): small
     rows = jnp.any(bad_a_t, axis=2)  # (B, M): rows of A with a tile that falls back
     cols = jnp.any(bad_b_t, axis=1)  # (B, N)
-    n_rows = jnp.max(jnp.sum(rows, axis=1))
-    n_cols = jnp.max(jnp.sum(cols, axis=1))
     bidx = jnp.arange(bsz)[:, None]
+    caps_a, caps_b = fallback_sparse_caps(bsz, m, k, n, s) if switches.enabled("mixpert_sparse") else (None, None)
     # (The masked operands are made inside the branches that use them: made
     # before the switch, XLA computes them on every call.)
 
     def none(c):
         return c
+
+    def sparse(c):  # (never taken without caps: fallback_route)
+        if caps_a is None or caps_b is None:
+            return c
+        return sparse_fallback(c, a, b, bad_a_t, bad_b_t, caps_a, caps_b, s.ktile)
 
     def gathered(c):
         if cap_m:
@@ -252,9 +343,26 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
         a_bad, a_good, b_bad, _, _ = xla_backend.int8_fallback_operands(a, b, oka, okb, s)
         return c + (product(a_bad, b, fb) + product(a_good, b_bad, fb))
 
-    fits = (n_rows <= cap_m) & (n_cols <= cap_n)
-    index = jnp.where((n_rows == 0) & (n_cols == 0), 0, jnp.where(fits, 1, 2))
-    return lax.switch(index, (none, gathered, whole), c)
+    route = fallback_route(bad_a_t, bad_b_t, caps_a, caps_b, cap_m, cap_n)
+    return lax.switch(route, (none, sparse, gathered, whole), c)
+
+
+def fallback_sparse_caps(bsz: int, m: int, k: int, n: int, s: Int8Split):
+    """sparse_caps for A's rows and B's columns of a (B, M, K) x (B, K, N)
+    product."""
+    nt = k // s.ktile
+    return sparse_caps(m, nt, n, bsz), sparse_caps(n, nt, m, bsz)
+
+
+def fallback_route(bad_a, bad_b, caps_a, caps_b, cap_m: int, cap_n: int):
+    """gathered_fallback's route from the flagged tiles bad_a (B, M, nt) and
+    bad_b (B, nt, N): 0 none, 1 tile by tile, 2 gathered rows and columns,
+    3 whole products."""
+    n_rows = jnp.max(jnp.sum(jnp.any(bad_a, axis=2), axis=1))
+    n_cols = jnp.max(jnp.sum(jnp.any(bad_b, axis=1), axis=1))
+    sparse = sparse_fits(bad_a, caps_a) & sparse_fits(jnp.swapaxes(bad_b, 1, 2), caps_b)
+    gathered = (n_rows <= cap_m) & (n_cols <= cap_n)
+    return jnp.where((n_rows == 0) & (n_cols == 0), 0, jnp.where(sparse, 1, jnp.where(gathered, 2, 3)))
 
 
 def mixpert_finite(a, b, s: Int8Split, amax=None):
