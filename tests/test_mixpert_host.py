@@ -227,6 +227,16 @@ def test_fallback_routes():
     assert route(*_with_bad_tiles(a, b, np.arange(300), [])) == 3  # more than a quarter of the rows
 
 
+@pytest.mark.parametrize("shape,size", [((5, 37), 4), ((3, 2, 50), 10), ((100,), 7), ((4, 9), 20), ((2, 1), 3)])
+def test_first_indices_is_nonzero_per_row(shape, size):
+    rng = np.random.default_rng(sum(shape))
+    mask = rng.random(shape) < 0.2
+    got = np.asarray(CM.first_indices(jnp.asarray(mask), size, 99)).reshape(-1, size)
+    for row, out in zip(mask.reshape(-1, shape[-1]), got):
+        want = np.nonzero(row)[0][:size]
+        np.testing.assert_array_equal(out, np.concatenate([want, np.full(size - len(want), 99)]))
+
+
 @pytest.mark.parametrize("lines,nt,other,batch", [
     (8192, 256, 8192, 1), (1024, 32768, 256, 1), (256, 32768, 1024, 1), (65536, 256, 65536, 1),
     (512, 16, 512, 64), (16, 4, 16, 1)])

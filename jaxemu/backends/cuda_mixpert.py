@@ -235,6 +235,21 @@ def sparse_fits(bad, caps) -> jax.Array:
             & (jnp.max(jnp.sum(jnp.any(bad, axis=2), axis=1)) <= n_lines))
 
 
+def first_indices(mask, size: int, fill: int):
+    """Along the last axis of mask (..., n): the indices of the first
+    ``size`` True entries in order, ``fill`` past them (jnp.nonzero(size=)
+    per row). One scatter with unique targets: jnp.nonzero counts with a
+    bincount whose atomic adds all land on a few bins, slow on the GPU
+    (measured: the fallback's index lists cost ms at K = 1M)."""
+    lead, n = mask.shape[:-1], mask.shape[-1]
+    mask2 = mask.reshape(-1, n)
+    pos = jnp.where(mask2, jnp.cumsum(mask2, axis=1, dtype=jnp.int32) - 1, size)  # size: dropped
+    rows = jnp.arange(mask2.shape[0], dtype=jnp.int32)[:, None]
+    src = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), mask2.shape)
+    out = jnp.full((mask2.shape[0], size), fill, jnp.int32).at[rows, pos].set(src, mode="drop", unique_indices=True)
+    return out.reshape(lead + (size,))
+
+
 def line_fallback(bad, tiles, other, caps):
     """One batch element's fallback products of one operand's flagged tiles,
     summed per line (row of A, or column of B), computed per K-tile.
@@ -248,41 +263,59 @@ def line_fallback(bad, tiles, other, caps):
     deterministic). Returns (lines (L,), sums (L, Q)); lines = P pads."""
     p, nt = bad.shape
     per_tile, per_line, n_lines = caps
-    idx = jax.vmap(lambda col: jnp.nonzero(col, size=per_tile, fill_value=p)[0])(bad.T)  # (nt, R)
+    idx = first_indices(bad.T, per_tile, p)  # (nt, R)
     y = jnp.matmul(tiles(idx), other, precision=lax.Precision.HIGHEST)  # (nt, R, Q)
     rank = jnp.cumsum(bad, axis=0, dtype=jnp.int32) - 1  # (P, nt): a flagged tile's slot in its K-tile
-    lines = jnp.nonzero(jnp.any(bad, axis=1), size=n_lines, fill_value=p)[0]  # (L,)
+    lines = first_indices(jnp.any(bad, axis=1), n_lines, p)  # (L,)
     line_bad = jnp.take(bad, lines, axis=0, mode="fill", fill_value=False)  # (L, nt)
     line_rank = jnp.take(rank, lines, axis=0, mode="fill", fill_value=0)
-    t = jax.vmap(lambda r: jnp.nonzero(r, size=per_line, fill_value=nt)[0])(line_bad)  # (L, per_line)
+    t = first_indices(line_bad, per_line, nt)  # (L, per_line)
     slot = jnp.take_along_axis(line_rank, jnp.minimum(t, nt - 1), axis=1)
     flat = jnp.where(t < nt, t * per_tile + slot, nt * per_tile)  # past the end: a zero
     gathered = jnp.take(y.reshape(nt * per_tile, -1), flat, axis=0, mode="fill", fill_value=0)
     return lines, jnp.sum(gathered, axis=1)
 
 
+def sparse_rows(c, a, b, bad_a, caps, kt: int):
+    """c plus a_bad b tile by tile (line_fallback over A's rows): a (B, M,
+    K), b (B, K, N), bad_a (B, M, nt)."""
+    def one(c, a, b, bad_a):
+        m, k = a.shape
+        n, nt = b.shape[1], k // kt
+        a3, b3 = a.reshape(m, nt, kt), b.reshape(nt, kt, n)
+        ts = jnp.arange(nt)[:, None]
+        rows, sums = line_fallback(bad_a, lambda i: a3.at[i, ts].get(mode="fill", fill_value=0), b3, caps)
+        return c.at[rows].add(sums, mode="drop")
+
+    return jax.vmap(one)(c, a, b, bad_a)
+
+
+def sparse_columns(c, a, b, bad_a, bad_b, caps, kt: int):
+    """c plus a_good b_bad tile by tile (line_fallback over B's columns):
+    bad_b (B, nt, N)."""
+    def one(c, a, b, bad_a, bad_b):
+        m, k = a.shape
+        n, nt = b.shape[1], k // kt
+        b3 = b.reshape(nt, kt, n)
+        ts = jnp.arange(nt)[:, None]
+        a_good = jnp.where(bad_a[:, :, None], 0.0, a.reshape(m, nt, kt)).transpose(1, 2, 0)  # (nt, kt, M)
+        cols, sums = line_fallback(bad_b.T, lambda i: b3.at[ts, :, i].get(mode="fill", fill_value=0), a_good, caps)
+        return c.at[:, cols].add(sums.T, mode="drop")
+
+    return jax.vmap(one)(c, a, b, bad_a, bad_b)
+
+
 def sparse_fallback(c, a, b, bad_a, bad_b, caps_a, caps_b, kt: int):
     """xla.int8_fallback's sum a_bad b + a_good b_bad, tile by tile: the
-    flagged tiles of A times B's K-tiles, and A's good tiles times the
-    flagged tiles of B (line_fallback on each side), in FP32 (precision
+    flagged tiles of A times B's K-tiles (sparse_rows), and A's good tiles
+    times the flagged tiles of B (sparse_columns), in FP32 (precision
     HIGHEST: thin products, on which an emulated scheme's tiles would waste
     most of their work; FP32 is at least as accurate as the fallback
     schemes on 32 K-steps). a (B, M, K), b (B, K, N), bad_a (B, M, nt),
     bad_b (B, nt, N). Each side's lines are added to C once (unique
     indices)."""
-    def one(c, a, b, bad_a, bad_b):
-        m, k = a.shape
-        n, nt = b.shape[1], k // kt
-        a3, b3 = a.reshape(m, nt, kt), b.reshape(nt, kt, n)
-        ts = jnp.arange(nt)[:, None]
-        rows, row_sums = line_fallback(bad_a, lambda i: a3.at[i, ts].get(mode="fill", fill_value=0), b3, caps_a)
-        c = c.at[rows].add(row_sums, mode="drop")
-        a_good = jnp.where(bad_a[:, :, None], 0.0, a3).transpose(1, 2, 0)  # (nt, kt, M)
-        cols, col_sums = line_fallback(
-            bad_b.T, lambda i: b3.at[ts, :, i].get(mode="fill", fill_value=0), a_good, caps_b)  # (nt, R, kt)
-        return c.at[:, cols].add(col_sums.T, mode="drop")
-
-    return jax.vmap(one)(c, a, b, bad_a, bad_b)
+    c = sparse_rows(c, a, b, bad_a, caps_a, kt)
+    return sparse_columns(c, a, b, bad_a, bad_b, caps_b, kt)
 
 
 def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
@@ -324,13 +357,13 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
 
     def gathered(c):
         if cap_m:
-            ridx = jax.vmap(lambda r: jnp.nonzero(r, size=cap_m, fill_value=m)[0])(rows)  # (B, cap_m)
+            ridx = first_indices(rows, cap_m, m)  # (B, cap_m)
             take = lambda x: jnp.take_along_axis(x, ridx[:, :, None], axis=1, mode="fill", fill_value=0)
             bad_rows = jnp.repeat(take(bad_a_t), s.ktile, axis=2)  # (B, cap_m, K)
             a_rows = jnp.where(bad_rows, take(a), 0.0)  # a_bad's rows
             c = c.at[bidx, ridx].add(product(a_rows, b, fb), mode="drop")
         if cap_n:
-            cidx = jax.vmap(lambda r: jnp.nonzero(r, size=cap_n, fill_value=n)[0])(cols)  # (B, cap_n)
+            cidx = first_indices(cols, cap_n, n)  # (B, cap_n)
             take = lambda x: jnp.take_along_axis(x, cidx[:, None, :], axis=2, mode="fill", fill_value=0)
             bad_cols = jnp.repeat(take(bad_b_t), s.ktile, axis=1)  # (B, K, cap_n)
             b_cols = jnp.where(bad_cols, take(b), 0.0)  # b_bad's columns
