@@ -148,6 +148,7 @@ def test_scattered_fallback_tiles_go_tile_by_tile(monkeypatch):
         a[i, 32 * t + 1] = a[i, 32 * t] * np.float32(2.0 ** -20)
         b[32 * t + 1, j] = b[32 * t, j] * np.float32(2.0 ** -20)
     ref = T.reference(a, b)
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_SPARSE", "0")
     gathered = cuda_dot(a, b, "int8_l4")
     monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_SPARSE", "1")
     ap, bp = X.pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)

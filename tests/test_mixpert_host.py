@@ -89,6 +89,8 @@ def test_which_schemes_the_kernel_takes(monkeypatch):
     # On by default since tests/test_cuda_mixpert.py passed on an H200 (switches.py).
     monkeypatch.delenv("JAXEMU_CUDA_MIXPERT", raising=False)
     assert switches.enabled("mixpert") and switches.enabled("mixpert_split")
+    monkeypatch.delenv("JAXEMU_CUDA_MIXPERT_SPARSE", raising=False)
+    assert switches.enabled("mixpert_sparse")  # since stop 46's H200 run
     monkeypatch.setenv("JAXEMU_CUDA_MIXPERT", "0")
     assert not switches.enabled("mixpert")
 

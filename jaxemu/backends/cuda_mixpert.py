@@ -9,9 +9,10 @@ split); each tile's exponent becomes a scale factor (zero for tiles that
 fall back, ``scale_factors``), and the kernel sums the
 fixed-point products with exact int32 accumulation per K-tile and level
 and one FP32 fold per K-tile. The tiles that fall back are the xla
-backend's (the same masks), their products taken over only the rows and
-columns that hold such tiles (gathered_fallback); FP32's special-value
-rules are the xla backend's (xla.int8_split_dot, xla.canonical_dot).
+backend's (the same masks), their products taken tile by tile where few
+fall back (sparse_fallback), else over only the rows and columns that
+hold such tiles (gathered_fallback); FP32's special-value rules are the
+xla backend's (xla.int8_split_dot, xla.canonical_dot).
 
 Scale factors: the tile pair (t, m, n) weighs 2^(e_A[m, t] + e_B[t, n] - c),
 c = Int8Split.level_shift(levels - 1) (the weight of the combined levels' unit), split as
