@@ -210,6 +210,34 @@ def test_sparse_fallback_is_the_whole_fallback(m, k, n, n_a, n_b, overlap, batch
     np.testing.assert_array_equal(got, np.asarray(fallback(c, a3, b3, oka, okb)))
 
 
+@pytest.mark.parametrize("law", ["wide-exp", "normal(0,1)"])
+def test_sparse_fallback_is_as_accurate_as_the_fallback_scheme(law):
+    """The tile-by-tile products run in FP32 where the whole products run
+    the scheme's fallback (bf16x6): against the float64 value of a_bad b +
+    a_good b_bad, on wide-exponent data (every tile falls back) and on
+    normal data with every tile of A falling back, their componentwise
+    errors are of one size."""
+    s = get_scheme("int8_l4")
+    a, b = T.operands(law, 200, 1024, 100, seed=3)
+    if law != "wide-exp":
+        a[:, 1::32] *= np.float32(2.0 ** -20)
+    a3, b3 = jnp.asarray(a)[None], jnp.asarray(b)[None]
+    _, _, _, _, oka, _, _, okb = X.int8_tile_stats(a3, b3, s)
+    bad_a, bad_b = ~oka[..., 0], ~okb[:, :, 0, :]
+    c = jnp.zeros((1, 200, 100), jnp.float32)
+    sparse = np.asarray(CM.sparse_fallback(c, a3, b3, bad_a, bad_b, (512, 32, 200), (512, 32, 100), 32))[0]
+    whole = np.asarray(X.int8_fallback(c, a3, b3, oka, okb, s, "cpu"))[0]
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ma = np.repeat(np.asarray(bad_a[0]), 32, axis=1)
+    mb = np.repeat(np.asarray(bad_b[0]), 32, axis=0)
+    ref = np.where(ma, a64, 0) @ b64 + np.where(ma, 0, a64) @ np.where(mb, b64, 0)
+    assert np.all(ma) or np.any(mb)
+    err_sparse = T.componentwise_err(sparse, a, b, ref)
+    err_whole = T.componentwise_err(whole, a, b, ref)
+    assert err_sparse <= 2 * err_whole + 2.0 ** -24
+    assert err_sparse < 8 * 2.0 ** -24
+
+
 def test_fallback_routes():
     """none; tile by tile; many tiles of one K-tile: the gathered rows; most
     rows: the whole products."""

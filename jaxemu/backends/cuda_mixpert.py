@@ -311,8 +311,8 @@ def sparse_fallback(c, a, b, bad_a, bad_b, caps_a, caps_b, kt: int):
     flagged tiles of A times B's K-tiles (sparse_rows), and A's good tiles
     times the flagged tiles of B (sparse_columns), in FP32 (precision
     HIGHEST: thin products, on which an emulated scheme's tiles would waste
-    most of their work; FP32 is at least as accurate as the fallback
-    schemes on 32 K-steps). a (B, M, K), b (B, K, N), bad_a (B, M, nt),
+    most of their work; on 32 K-steps FP32's componentwise error is the
+    fallback schemes' size, tests/test_mixpert_host.py). a (B, M, K), b (B, K, N), bad_a (B, M, nt),
     bad_b (B, nt, N). Each side's lines are added to C once (unique
     indices)."""
     c = sparse_rows(c, a, b, bad_a, caps_a, kt)
