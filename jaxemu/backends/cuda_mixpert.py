@@ -211,10 +211,11 @@ def sparse_caps(lines: int, nt: int, other: int, batch: int = 1):
     ``other`` columns of B (rows of A): (per_tile, per_line, n_lines), the
     flagged lines kept per K-tile, the flagged K-tiles kept per line and the
     lines that may hold one; None where the intermediates would exceed
-    SPARSE_ELEMENTS. On uniform and normal data a tile falls back with
-    probability ~0.05-0.1 %, so per K-tile ~lines / 1000 of them are
-    flagged (per_tile: 4-8x that, at least 16) and per line ~nt / 1000
-    (per_line: 8 up to 256 at K = 1M)."""
+    SPARSE_ELEMENTS. A tile of 32 falls back with probability ~0.023 % on
+    uniform data and ~0.064 % on normal data (int8_l4, max_spread 16); the
+    caps are sized for 0.1 %: per K-tile ~lines / 1000 flagged lines
+    (per_tile: 4-8x that, at least 16), per line ~nt / 1000 flagged
+    K-tiles (per_line: 8, up to 256 at K = 1M)."""
     per_tile = max(16, 1 << max(0, (lines // 256 - 1).bit_length()))
     per_line = min(nt, max(8, min(256, nt // 128)))
     n_lines = min(lines, max(2048, lines // 4))
@@ -312,9 +313,9 @@ def sparse_fallback(c, a, b, bad_a, bad_b, caps_a, caps_b, kt: int):
     times the flagged tiles of B (sparse_columns), in FP32 (precision
     HIGHEST: thin products, on which an emulated scheme's tiles would waste
     most of their work; on 32 K-steps FP32's componentwise error is the
-    fallback schemes' size, tests/test_mixpert_host.py). a (B, M, K), b (B, K, N), bad_a (B, M, nt),
-    bad_b (B, nt, N). Each side's lines are added to C once (unique
-    indices)."""
+    fallback schemes' size, tests/test_mixpert_host.py). a (B, M, K), b
+    (B, K, N), bad_a (B, M, nt), bad_b (B, nt, N). Each side's lines are
+    added to C once (unique indices)."""
     c = sparse_rows(c, a, b, bad_a, caps_a, kt)
     return sparse_columns(c, a, b, bad_a, bad_b, caps_b, kt)
 
@@ -323,7 +324,7 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
     """xla.int8_fallback's sum, a_bad b + a_good b_bad, over only the
     tiles, or the rows of A and the columns of B, that hold a tile that
     falls back: on real data a small share of them (on uniform and normal
-    data about 0.05-0.1 % of tiles, so 10-20 % of the rows at K = 8192),
+    data 0.02-0.07 % of tiles, so 5-15 % of the rows at K = 8192),
     where the whole products over masked operands cost two full products
     of the fallback scheme. Four routes (fallback_route, one switch):
     none; tile by tile (sparse_fallback, $JAXEMU_CUDA_MIXPERT_SPARSE) where
