@@ -2,9 +2,11 @@
 # The GPU check of the MixPert kernel (issue 14), one device call (carry
 # .cutlass): build; tests/test_cuda_mixpert.py (the split and the kernel
 # against XLA's split, the kernel's float64 twin, the xla backend and
-# float64; the gathered fallback; tiny operands); scripts/mixpert_probe.py
-# (the kernel alone, the product, with XLA's split, with no fallback, on
-# the xla backend, against SGEMM in the same run); CUDA_INT8_TESTS=<s>: the
+# float64; the tile-by-tile and gathered fallbacks; tiny operands);
+# scripts/mixpert_probe.py (the kernel alone, the product, with the gathered
+# fallback, with XLA's split, with no fallback, on the xla backend, against
+# SGEMM in the same run); scripts/fallback_probe.py (the fallback's parts);
+# CUDA_INT8_TESTS=<s>: the
 # int8 schemes' tests in tests/test_cuda.py, within s seconds; then, with
 # NCU=1, ncu's tensor-pipe use, DRAM throughput and stall reasons of the
 # kernel at 8192^3 (int8_l4).
@@ -22,6 +24,10 @@ JAX_PLATFORMS=cuda,cpu timeout "${PROBE_TIMEOUT:-240}" python3 scripts/mixpert_p
 JAX_PLATFORMS=cuda,cpu timeout "${PROBE_TIMEOUT:-240}" python3 scripts/mixpert_probe.py \
   --shapes "${PROBE_SHAPES:-1x1024x1048576x256,1x1048576x256x1024}" \
   --schemes "${PROBE_SCHEMES:-int8_l1,int8_l4}" 2>&1 | tee -a "$OUT/mixpert_probe.txt"
+# The fallback's parts (split, route, tile by tile and its two sides, the gathered route) on each shape.
+JAX_PLATFORMS=cuda,cpu timeout "${PROBE_TIMEOUT:-240}" python3 scripts/fallback_probe.py \
+  --shapes "1x8192x8192x8192,${PROBE_SHAPES:-1x1024x1048576x256,1x1048576x256x1024}" 2>&1 \
+  | grep -v Warning | tee "$OUT/fallback_probe.txt"
 if [ -n "${CUDA_INT8_TESTS:-}" ]; then  # the int8 schemes of tests/test_cuda.py, on the default path
   JAX_PLATFORMS=cuda,cpu timeout "${CUDA_INT8_TESTS}" python3 -m pytest -q tests/test_cuda.py -k "int8 or mixpert" 2>&1 \
     | tee "$OUT/test_cuda_int8_schemes.log" | tail -5
