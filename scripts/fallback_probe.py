@@ -40,16 +40,16 @@ def main():
         times["split (both)"] = T.median_time(lambda: jax.block_until_ready(split(a, b)))
         (_, _, oka), (_, _, okb) = split(a, b)
         bad_a, bad_b = ~oka, ~okb
-        caps_a, caps_b = CM.fallback_sparse_caps(1, m, k, n, s)
+        caps_a, caps_b = CM.fallback_caps(1, m, k, n, s)[:2]
         c = jnp.zeros((1, m, n), jnp.float32)
-        route = jax.jit(lambda x, y: CM.fallback_route(x, y, caps_a, caps_b, CM.fallback_cap(m), CM.fallback_cap(n)))
+        route = jax.jit(lambda x, y: CM.fallback_route(x, y, s))
         times["route"] = T.median_time(lambda: route(bad_a, bad_b).block_until_ready())
         parts = {
             "tile by tile": lambda c, a, b, x, y: CM.sparse_fallback(c, a, b, x, y, caps_a, caps_b, s.ktile),
             "  rows side": lambda c, a, b, x, y: CM.sparse_rows(c, a, b, x, caps_a, s.ktile),
             "  columns side": lambda c, a, b, x, y: CM.sparse_columns(c, a, b, x, y, caps_b, s.ktile),
-            "  A's good tiles transposed": lambda c, a, b, x, y: jnp.where(
-                jnp.repeat(x, s.ktile, axis=2), 0.0, a).reshape(1, m, -1, s.ktile).transpose(0, 2, 3, 1),
+            "  A's good tiles transposed": lambda c, a, b, x, y: jax.vmap(
+                lambda a, x: CM.good_tiles_transposed(a, x, s.ktile))(a, x),
             "gathered_fallback (the default's route)": lambda c, a, b, x, y: CM.gathered_fallback(
                 c, a, b, ~x[..., None], ~y[:, :, None, :], s, jax.devices()[0].platform.replace("gpu", "cuda")),
         }

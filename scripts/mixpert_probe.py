@@ -29,9 +29,7 @@ def route(ap, bp, s):
     share of tiles that fall back."""
     _, _, oka = CM.split(ap, s, columns=False)
     _, _, okb = CM.split(bp, s, columns=True)
-    bsz, m, k = ap.shape
-    n = bp.shape[2]
-    r = CM.fallback_route(~oka, ~okb, *CM.fallback_sparse_caps(bsz, m, k, n, s), CM.fallback_cap(m), CM.fallback_cap(n))
+    r = CM.fallback_route(~oka, ~okb, s)
     share = (float(jnp.sum(~oka)) + float(jnp.sum(~okb))) / (oka.size + okb.size)
     return f"{int(r)} ({share * 100:.3f} % of tiles fall back)"
 

@@ -153,8 +153,7 @@ def test_scattered_fallback_tiles_go_tile_by_tile(monkeypatch):
     monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_SPARSE", "1")
     ap, bp = X.pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)
     oka, okb = CM.split(ap, s, False)[2], CM.split(bp, s, True)[2]
-    caps = CM.fallback_sparse_caps(1, 1024, 4096, 768, s)
-    assert int(CM.fallback_route(~oka, ~okb, *caps, CM.fallback_cap(1024), CM.fallback_cap(768))) == 1
+    assert int(CM.fallback_route(~oka, ~okb, s)) == 1
     got = cuda_dot(a, b, "int8_l4")
     xla = xla_dot(a, b, "int8_l4")
     err = T.componentwise_err(got, a, b, ref)

@@ -171,11 +171,8 @@ def _scattered_bad_tiles(a, b, n_a, n_b, seed, overlap=0):
     return a, b
 
 
-def _route(a3, b3, oka, okb, s):
-    bsz, m, k = a3.shape
-    n = b3.shape[2]
-    return int(CM.fallback_route(~oka[..., 0], ~okb[:, :, 0, :], *CM.fallback_sparse_caps(bsz, m, k, n, s),
-                                 CM.fallback_cap(m), CM.fallback_cap(n)))
+def _route(oka, okb, s):
+    return int(CM.fallback_route(~oka[..., 0], ~okb[:, :, 0, :], s))
 
 
 @pytest.mark.parametrize("m,k,n,n_a,n_b,overlap,batch", [
@@ -198,7 +195,7 @@ def test_sparse_fallback_is_the_whole_fallback(m, k, n, n_a, n_b, overlap, batch
     b3 = jnp.asarray(np.stack([p[1] for p in pairs]))
     _, _, _, _, oka, _, _, okb = X.int8_tile_stats(a3, b3, s)
     assert int(jnp.sum(~oka)) >= min(n_a, 1) and int(jnp.sum(~okb)) >= min(n_b, 1)
-    assert _route(a3, b3, oka, okb, s) == 1
+    assert _route(oka, okb, s) == 1
     monkeypatch.setenv(switches.variable("mixpert_sparse"), "1")
     c = jnp.asarray(np.random.default_rng(1).standard_normal((batch, m, n)), jnp.float32)
     fallback = jax.jit(lambda *x: CM.gathered_fallback(*x, s, "cpu"))
@@ -249,7 +246,7 @@ def test_fallback_routes():
     def route(a, b):
         a3, b3 = jnp.asarray(a)[None], jnp.asarray(b)[None]
         _, _, _, _, oka, _, _, okb = X.int8_tile_stats(a3, b3, s)
-        return _route(a3, b3, oka, okb, s)
+        return _route(oka, okb, s)
 
     assert route(a, b) == 0
     assert route(*_scattered_bad_tiles(a, b, 20, 20, seed=3)) == 1
@@ -269,7 +266,7 @@ def test_first_indices_is_nonzero_per_row(shape, size):
 
 @pytest.mark.parametrize("lines,nt,other,batch", [
     (8192, 256, 8192, 1), (1024, 32768, 256, 1), (256, 32768, 1024, 1), (65536, 256, 65536, 1),
-    (512, 16, 512, 64), (16, 4, 16, 1)])
+    (512, 16, 512, 64), (16, 4, 16, 1), (1 << 20, 32768, 1 << 20, 1)])
 def test_sparse_caps_bound_the_intermediates(lines, nt, other, batch):
     caps = CM.sparse_caps(lines, nt, other, batch)
     if caps is None:

@@ -292,16 +292,24 @@ def sparse_rows(c, a, b, bad_a, caps, kt: int):
     return jax.vmap(one)(c, a, b, bad_a)
 
 
+def good_tiles_transposed(a, bad_a, kt: int):
+    """One batch element's A (M, K) with its tiles that fall back (bad_a
+    (M, nt)) zeroed, as K-tiles (nt, kt, M): sparse_columns' other operand
+    (a copy of A: the mask costs nothing more)."""
+    m, k = a.shape
+    return jnp.where(bad_a[:, :, None], 0.0, a.reshape(m, k // kt, kt)).transpose(1, 2, 0)
+
+
 def sparse_columns(c, a, b, bad_a, bad_b, caps, kt: int):
     """c plus a_good b_bad tile by tile (line_fallback over B's columns):
     bad_b (B, nt, N)."""
     def one(c, a, b, bad_a, bad_b):
-        m, k = a.shape
-        n, nt = b.shape[1], k // kt
+        k, n = b.shape
+        nt = k // kt
         b3 = b.reshape(nt, kt, n)
         ts = jnp.arange(nt)[:, None]
-        a_good = jnp.where(bad_a[:, :, None], 0.0, a.reshape(m, nt, kt)).transpose(1, 2, 0)  # (nt, kt, M)
-        cols, sums = line_fallback(bad_b.T, lambda i: b3.at[ts, :, i].get(mode="fill", fill_value=0), a_good, caps)
+        cols, sums = line_fallback(bad_b.T, lambda i: b3.at[ts, :, i].get(mode="fill", fill_value=0),
+                                   good_tiles_transposed(a, bad_a, kt), caps)
         return c.at[:, cols].add(sums.T, mode="drop")
 
     return jax.vmap(one)(c, a, b, bad_a, bad_b)
@@ -324,28 +332,27 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
     """xla.int8_fallback's sum, a_bad b + a_good b_bad, over only the
     tiles, or the rows of A and the columns of B, that hold a tile that
     falls back: on real data a small share of them (on uniform and normal
-    data 0.02-0.07 % of tiles, so 5-15 % of the rows at K = 8192),
-    where the whole products over masked operands cost two full products
-    of the fallback scheme. Four routes (fallback_route, one switch):
-    none; tile by tile (sparse_fallback, $JAXEMU_CUDA_MIXPERT_SPARSE) where
-    few tiles per K-tile and per line fall back; the gathered rows and columns, up to fallback_cap of
-    them (static shapes: the gathered rows are the nonzero rows padded with
-    zero rows); beyond that, or where an operand is too small to gain, the
-    whole products (xla.int8_fallback). Each gathered row and column of C
+    data 0.02-0.07 % of tiles, so 5-15 % of the rows at K = 8192), where
+    the whole products over masked operands cost two full products of the
+    fallback scheme. Four routes (fallback_route, one switch): none; tile
+    by tile (sparse_fallback, $JAXEMU_CUDA_MIXPERT_SPARSE) where few tiles
+    per K-tile and per line fall back; the gathered rows and columns, up
+    to fallback_cap of them (static shapes: the gathered rows are the
+    nonzero rows padded with zero rows); beyond that, or where an operand
+    is too small to gain, the whole products (xla.int8_fallback). Each gathered row and column of C
     is added once (unique indices: the result is deterministic).
     ``platform``'s registered product runs the fallback scheme of the
     gathered and whole routes (on the GPU: its fused kernels)."""
     from . import product_for
     bsz, m, k = a.shape
     n = b.shape[2]
-    cap_m, cap_n = fallback_cap(m), fallback_cap(n)
     fb = get_scheme(s.fallback)
     product = product_for(platform)
     bad_a_t, bad_b_t = ~oka[..., 0], ~okb[:, :, 0, :]  # (B, M, nt), (B, nt, N): small
     rows = jnp.any(bad_a_t, axis=2)  # (B, M): rows of A with a tile that falls back
     cols = jnp.any(bad_b_t, axis=1)  # (B, N)
     bidx = jnp.arange(bsz)[:, None]
-    caps_a, caps_b = fallback_sparse_caps(bsz, m, k, n, s) if switches.enabled("mixpert_sparse") else (None, None)
+    caps_a, caps_b, cap_m, cap_n = fallback_caps(bsz, m, k, n, s)
     # (The masked operands are made inside the branches that use them: made
     # before the switch, XLA computes them on every call.)
 
@@ -378,21 +385,25 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
         a_bad, a_good, b_bad, _, _ = xla_backend.int8_fallback_operands(a, b, oka, okb, s)
         return c + (product(a_bad, b, fb) + product(a_good, b_bad, fb))
 
-    route = fallback_route(bad_a_t, bad_b_t, caps_a, caps_b, cap_m, cap_n)
-    return lax.switch(route, (none, sparse, gathered, whole), c)
+    return lax.switch(fallback_route(bad_a_t, bad_b_t, s), (none, sparse, gathered, whole), c)
 
 
-def fallback_sparse_caps(bsz: int, m: int, k: int, n: int, s: Int8Split):
-    """sparse_caps for A's rows and B's columns of a (B, M, K) x (B, K, N)
-    product."""
+def fallback_caps(bsz: int, m: int, k: int, n: int, s: Int8Split):
+    """The fallback's static caps for a (B, M, K) x (B, K, N) product:
+    sparse_caps for A's rows and for B's columns (None for both where
+    $JAXEMU_CUDA_MIXPERT_SPARSE=0), and fallback_cap for each."""
     nt = k // s.ktile
-    return sparse_caps(m, nt, n, bsz), sparse_caps(n, nt, m, bsz)
+    sparse = switches.enabled("mixpert_sparse")
+    return (sparse_caps(m, nt, n, bsz) if sparse else None, sparse_caps(n, nt, m, bsz) if sparse else None,
+            fallback_cap(m), fallback_cap(n))
 
 
-def fallback_route(bad_a, bad_b, caps_a, caps_b, cap_m: int, cap_n: int):
+def fallback_route(bad_a, bad_b, s: Int8Split):
     """gathered_fallback's route from the flagged tiles bad_a (B, M, nt) and
     bad_b (B, nt, N): 0 none, 1 tile by tile, 2 gathered rows and columns,
     3 whole products."""
+    bsz, m, nt = bad_a.shape
+    caps_a, caps_b, cap_m, cap_n = fallback_caps(bsz, m, nt * s.ktile, bad_b.shape[2], s)
     n_rows = jnp.max(jnp.sum(jnp.any(bad_a, axis=2), axis=1))
     n_cols = jnp.max(jnp.sum(jnp.any(bad_b, axis=1), axis=1))
     sparse = sparse_fits(bad_a, caps_a) & sparse_fits(jnp.swapaxes(bad_b, 1, 2), caps_b)
