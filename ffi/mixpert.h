@@ -21,5 +21,11 @@ std::string check(const SplitProblem& p);
 // Launches on `stream`; "" or an error message.
 std::string run(const SplitProblem& p, cudaStream_t stream);
 
+// The float fallback, in place on C (params.h: FallbackProblem): "" when p
+// can run, else why not.
+std::string check(const FallbackProblem& p);
+// Launches its two kernels on `stream`; "" or an error message.
+std::string run(const FallbackProblem& p, cudaStream_t stream);
+
 }  // namespace mixpert
 }  // namespace jaxemu

@@ -653,6 +653,61 @@ XLA_FFI_DEFINE_HANDLER(kMixpertSplit, MixpertSplitImpl,
                            .Attr<int64_t>("columns")
                            .Attr<int64_t>("max_spread"));
 
+// MixPert's float fallback (mixpert/params.h: FallbackProblem), in place:
+// c (L, M, N) float32 (aliased to the result), a (L, M, K) and b (L, K, N)
+// float32, A's flags (L, M, K/32) and B's transposed flags (L, N, K/32)
+// uint8 -> c plus the fallback tiles' products.
+ffi::Error MixpertFallbackImpl(cudaStream_t stream, ffi::AnyBuffer c_in, ffi::AnyBuffer a, ffi::AnyBuffer b,
+                               ffi::AnyBuffer ok_a, ffi::AnyBuffer ok_bt, ffi::Result<ffi::AnyBuffer> c) {
+  auto dci = c_in.dimensions(), da = a.dimensions(), db = b.dimensions(), dfa = ok_a.dimensions(),
+       dfb = ok_bt.dimensions(), dc = c->dimensions();
+  if (c_in.element_type() != ffi::DataType::F32 || a.element_type() != ffi::DataType::F32 ||
+      b.element_type() != ffi::DataType::F32 || c->element_type() != ffi::DataType::F32 ||
+      ok_a.element_type() != ffi::DataType::U8 || ok_bt.element_type() != ffi::DataType::U8)
+    return ffi::Error::InvalidArgument("jaxemu mixpert fallback: C, A and B must be float32, the flags uint8");
+  constexpr int64_t tile = mixpert::kScaleTile;
+  const bool ok = dci.size() == 3 && da.size() == 3 && db.size() == 3 && dfa.size() == 3 && dfb.size() == 3 &&
+                  dc.size() == 3 && db[0] == da[0] && db[1] == da[2] && dci[0] == da[0] && dci[1] == da[1] &&
+                  dci[2] == db[2] && dc[0] == dci[0] && dc[1] == dci[1] && dc[2] == dci[2] && da[2] % tile == 0 &&
+                  dfa[0] == da[0] && dfa[1] == da[1] && dfa[2] == da[2] / tile && dfb[0] == da[0] &&
+                  dfb[1] == db[2] && dfb[2] == da[2] / tile;
+  if (!ok)
+    return ffi::Error::InvalidArgument(
+        "jaxemu mixpert fallback: expected C (L, M, N), A (L, M, K), B (L, K, N), A's flags (L, M, K/32), B's "
+        "transposed flags (L, N, K/32); got " + shape_str(dci) + ", " + shape_str(da) + ", " + shape_str(db) + ", " +
+        shape_str(dfa) + ", " + shape_str(dfb));
+  mixpert::FallbackProblem p;
+  p.c = static_cast<float*>(c->untyped_data());
+  p.a = static_cast<const float*>(a.untyped_data());
+  p.b = static_cast<const float*>(b.untyped_data());
+  p.ok_a = static_cast<const uint8_t*>(ok_a.untyped_data());
+  p.ok_bt = static_cast<const uint8_t*>(ok_bt.untyped_data());
+  p.batch = da[0];
+  p.m = da[1];
+  p.n = db[2];
+  p.k = da[2];
+  std::string why = mixpert::check(p);
+  if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu mixpert fallback: " + why);
+  if (c_in.untyped_data() != c->untyped_data()) {  // (the caller aliases them; a copy where XLA did not)
+    cudaError_t e = cudaMemcpyAsync(c->untyped_data(), c_in.untyped_data(), c_in.size_bytes(),
+                                    cudaMemcpyDeviceToDevice, stream);
+    if (e != cudaSuccess) return ffi::Error::Internal(std::string("jaxemu mixpert fallback: ") + cudaGetErrorString(e));
+  }
+  why = mixpert::run(p, stream);
+  if (!why.empty()) return ffi::Error::Internal("jaxemu mixpert fallback: " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kMixpertFallback, MixpertFallbackImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // c: (L, M, N) float32, aliased to the result
+                           .Arg<ffi::AnyBuffer>()   // a: (L, M, K) float32
+                           .Arg<ffi::AnyBuffer>()   // b: (L, K, N) float32
+                           .Arg<ffi::AnyBuffer>()   // ok_a: (L, M, K/32) uint8
+                           .Arg<ffi::AnyBuffer>()   // ok_bt: (L, N, K/32) uint8
+                           .Ret<ffi::AnyBuffer>());  // c: (L, M, N) float32
+
 template <typename T>
 nb::capsule capsule(T* fn) {
   return nb::capsule(reinterpret_cast<void*>(fn));
@@ -677,6 +732,7 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_ozaki2_crt"] = capsule(kOzakiCrt);
     d["jaxemu_mixpert"] = capsule(kMixpert);
     d["jaxemu_mixpert_split"] = capsule(kMixpertSplit);
+    d["jaxemu_mixpert_fallback"] = capsule(kMixpertFallback);
     d["jaxemu_row_stats"] = capsule(kRowStats);
     d["jaxemu_col_stats"] = capsule(kColStats);
     return d;

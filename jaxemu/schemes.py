@@ -293,10 +293,12 @@ class Int8Split(Scheme):
     ``fallback`` float scheme (MixPert's fallback; the bound here is ours,
     chosen by measurement); ``jaxemu.int8_fallback_stats`` reports how many.
     On the cuda backend, where few tiles fall back (the usual case), their
-    products run tile by tile in FP32 instead, thin products on which an
-    emulated scheme's tiles would waste most of their work (the same size of
-    error: tests/test_mixpert_host.py); ``JAXEMU_CUDA_MIXPERT_SPARSE=0``
-    keeps the ``fallback`` scheme for them (backends/cuda_mixpert.py).
+    products run in FP32 instead (a kernel on the CUDA cores, or XLA's thin
+    products tile by tile), work on which an emulated scheme's tiles would
+    waste most of theirs (the same size of error:
+    tests/test_mixpert_host.py, tests/test_cuda_mixpert.py);
+    ``JAXEMU_CUDA_MIXPERT_FALLBACK=0 JAXEMU_CUDA_MIXPERT_SPARSE=0`` keeps
+    the ``fallback`` scheme for them (backends/cuda_mixpert.py).
     NaN/Inf follow FP32 semantics like every scheme (see backends/xla.py).
     """
 

@@ -1,5 +1,6 @@
 """Where the MixPert fallback's time goes on the GPU (issue 14): on one
-product's flags, the split, the route, the fallback tile by tile and its
+product's flags, the split, the route, the fallback kernel, the fallback
+tile by tile in XLA and its
 two sides (and the transposed copy of A that the column side reads), the
 gathered rows and columns, against SGEMM and the kernel, same run.
 
@@ -42,10 +43,11 @@ def main():
         bad_a, bad_b = ~oka, ~okb
         caps_a, caps_b = CM.fallback_caps(1, m, k, n, s)[:2]
         c = jnp.zeros((1, m, n), jnp.float32)
-        route = jax.jit(lambda x, y: CM.fallback_route(x, y, s))
+        route = jax.jit(lambda x, y: CM.fallback_route(x, y, s, kernel=True))
         times["route"] = T.median_time(lambda: route(bad_a, bad_b).block_until_ready())
         parts = {
-            "tile by tile": lambda c, a, b, x, y: CM.sparse_fallback(c, a, b, x, y, caps_a, caps_b, s.ktile),
+            "fallback kernel": lambda c, a, b, x, y: CM.kernel_fallback(c, a, b, ~x, ~y),
+            "tile by tile (XLA)": lambda c, a, b, x, y: CM.sparse_fallback(c, a, b, x, y, caps_a, caps_b, s.ktile),
             "  rows side": lambda c, a, b, x, y: CM.sparse_rows(c, a, b, x, caps_a, s.ktile),
             "  columns side": lambda c, a, b, x, y: CM.sparse_columns(c, a, b, x, y, caps_b, s.ktile),
             "  A's good tiles transposed": lambda c, a, b, x, y: jax.vmap(

@@ -1,7 +1,8 @@
 """Where a MixPert product's time goes on the GPU (issue 14): SGEMM, the
 MixPert kernel alone on packed operands, the whole product
-(split, kernel, fallback conditional), the product with the gathered
-fallback ($JAXEMU_CUDA_MIXPERT_SPARSE=0) and the same
+(split, kernel, fallback conditional), the product with another fallback
+route (--compare: by default the tile-by-tile XLA route,
+$JAXEMU_CUDA_MIXPERT_FALLBACK=0) and the same
 scheme with no tile falling back (max_spread = 40), same run; with --xla
 also the product with XLA's split, and on the xla backend.
 
@@ -25,11 +26,11 @@ from jaxemu.schemes import get_scheme  # noqa: E402
 
 def route(ap, bp, s):
     """cuda_mixpert.gathered_fallback's route on these operands (0 none, 1
-    tile by tile, 2 gathered rows and columns, 3 whole products) and the
-    share of tiles that fall back."""
+    the fallback kernel, 2 tile by tile in XLA, 3 gathered rows and columns,
+    4 whole products) and the share of tiles that fall back."""
     _, _, oka = CM.split(ap, s, columns=False)
     _, _, okb = CM.split(bp, s, columns=True)
-    r = CM.fallback_route(~oka, ~okb, s)
+    r = CM.fallback_route(~oka, ~okb, s, kernel=True)
     share = (float(jnp.sum(~oka)) + float(jnp.sum(~okb))) / (oka.size + okb.size)
     return f"{int(r)} ({share * 100:.3f} % of tiles fall back)"
 
@@ -38,6 +39,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="1x8192x8192x8192,1x1024x1048576x256,1x1048576x256x1024")
     p.add_argument("--schemes", default="int8_l1,int8_l4")
+    p.add_argument("--compare", default="JAXEMU_CUDA_MIXPERT_FALLBACK=0",
+                   help="VAR=value: the product again with this switch (another fallback route)")
     p.add_argument("--kernel-only", action="store_true", help="time the kernel alone (for A/B of kernel variants)")
     p.add_argument("--xla", action="store_true", help="also time the product with XLA's split, and on the xla backend")
     args = p.parse_args()
@@ -62,14 +65,15 @@ def main():
                 continue
             full = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))
             t_f = T.median_time(lambda: full(a, b).block_until_ready())
-            # The gathered rows and columns instead of the fallback tile by tile: a fresh trace reads the switch.
-            os.environ["JAXEMU_CUDA_MIXPERT_SPARSE"] = "0"
-            gathered = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))
-            t_g = T.median_time(lambda: gathered(a, b).block_until_ready())
-            c_g, c_f = gathered(a, b), full(a, b)
+            # Another fallback route: a fresh trace reads the switch.
+            var, value = args.compare.split("=")
+            os.environ[var] = value
+            other = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))
+            t_g = T.median_time(lambda: other(a, b).block_until_ready())
+            c_g, c_f = other(a, b), full(a, b)
             diff = float(jnp.max(jnp.abs(c_g - c_f)) / jnp.max(jnp.abs(c_f)))
-            os.environ.pop("JAXEMU_CUDA_MIXPERT_SPARSE")
-            print(f"  {name}: route {route(ap, bp, s)}; product with the gathered fallback instead "
+            os.environ.pop(var)
+            print(f"  {name}: route {route(ap, bp, s)}; product with {args.compare} "
                   f"{t_g * 1e3:.3f} ms ({t_s / t_g:.2f}x SGEMM; max |difference| / max |C| against the default {diff:.1e})")
             s40 = dataclasses.replace(s, name=name + "_s40", max_spread=40)
             nofb = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s40, backend="cuda"))

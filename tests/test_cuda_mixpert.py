@@ -121,10 +121,11 @@ def test_special_values_follow_fp32():
 
 
 @pytest.mark.parametrize("bad_rows", [20, 300])
-def test_a_few_fallback_tiles_take_the_gathered_products(bad_rows):
-    """Tiles 2^-20 below their maximum in some rows of A and columns of B:
-    up to a quarter of them, the fallback's products over those rows and
-    columns only (cuda_mixpert.gathered_fallback); beyond, whole products."""
+def test_fallback_tiles_in_one_k_tile(bad_rows):
+    """Tiles 2^-20 below their maximum in the first K-tile of some rows of A
+    and columns of B: 20 rows, the fallback kernel; 300 rows (over 1/64 of
+    A's tiles and a quarter of its rows), the whole products
+    (cuda_mixpert.fallback_route). Against the xla backend and float64."""
     a, b = T.operands("uniform(-1,1)", 1024, 512, 768, seed=13)
     rows, cols = np.arange(bad_rows), np.arange(0, 768, 16)
     a[rows, 1] = a[rows, 0] * np.float32(2.0 ** -20)
@@ -135,30 +136,79 @@ def test_a_few_fallback_tiles_take_the_gathered_products(bad_rows):
     np.testing.assert_array_equal(got, cuda_dot(a, b, "int8_l4"))
 
 
-def test_scattered_fallback_tiles_go_tile_by_tile(monkeypatch):
-    """Tiles falling back scattered over K (a few per K-tile, as on real
-    data), some pairs of A's and B's in one K-tile: the fallback tile by
-    tile (cuda_mixpert.sparse_fallback) against the gathered route, the
-    xla backend and float64; deterministic."""
-    s = get_scheme("int8_l4")
-    a, b = T.operands("uniform(-1,1)", 1024, 4096, 768, seed=17)
-    rng = np.random.default_rng(3)
-    for _ in range(60):
-        i, t, j = rng.integers(1024), rng.integers(128), rng.integers(768)
+def _scattered(a, b, n, seed, hot_row=None):
+    """n tiles of A and n of B fall back (a value 2^-20 below its tile's
+    maximum), scattered over K, each pair of them in one K-tile; with
+    hot_row, every K-tile of that row of A too."""
+    m, k = a.shape
+    n_cols, nt = b.shape[1], k // 32
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        i, t, j = rng.integers(m), rng.integers(nt), rng.integers(n_cols)
         a[i, 32 * t + 1] = a[i, 32 * t] * np.float32(2.0 ** -20)
         b[32 * t + 1, j] = b[32 * t, j] * np.float32(2.0 ** -20)
+    if hot_row is not None:
+        a[hot_row, 1::32] = a[hot_row, 0::32] * np.float32(2.0 ** -20)
+    return a, b
+
+
+@pytest.mark.parametrize("m,k,n,batch,n_bad,hot", [
+    (1024, 4096, 768, 1, 60, None), (37, 256, 23, 2, 3, 5), (300, 1024, 1000, 1, 40, 299),
+    (64, 65536, 48, 1, 200, None), (1, 128, 5, 1, 1, None), (200, 2048, 70000, 1, 20, 3)])
+def test_fallback_kernel_is_the_fallback(m, k, n, batch, n_bad, hot):
+    """The fallback kernel (ffi/mixpert/fallback.cuh) against the float64
+    value of c + a_bad b + a_good b_bad, on the split kernel's flags:
+    scattered tiles, pairs of A's and B's tiles in one K-tile, a row whose
+    every tile falls back, odd sizes, a batch, K = 65536, a wide N.
+    Within FP32's error of a few tiles' sums; lines without a flagged tile
+    untouched, bit for bit; reruns bit-identical."""
+    s = get_scheme("int8_l4")
+    pairs = [_scattered(*T.operands("uniform(-1,1)", m, k, n, seed=31 + i), n_bad, seed=i, hot_row=hot)
+             for i in range(batch)]
+    a3 = jnp.asarray(np.stack([p[0] for p in pairs]))
+    b3 = jnp.asarray(np.stack([p[1] for p in pairs]))
+    oka, okb = CM.split(a3, s, False)[2], CM.split(b3, s, True)[2]
+    assert int(jnp.sum(~oka)) >= 1 and int(jnp.sum(~okb)) >= 1
+    c = jnp.asarray(np.random.default_rng(1).standard_normal((batch, m, n)), jnp.float32)
+    fallback = jax.jit(CM.kernel_fallback)
+    got = np.asarray(fallback(c, a3, b3, oka, okb), np.float64)
+    a64, b64, c64 = np.asarray(a3, np.float64), np.asarray(b3, np.float64), np.asarray(c, np.float64)
+    ma = np.repeat(~np.asarray(oka), 32, axis=2)  # (B, M, K): A's tiles that fall back
+    mb = np.repeat(~np.asarray(okb), 32, axis=1)  # (B, K, N)
+    want = c64 + np.where(ma, a64, 0) @ b64 + np.where(ma, 0, a64) @ np.where(mb, b64, 0)
+    scale = np.abs(a64) @ np.abs(b64) + np.abs(c64)
+    assert np.max(np.abs(got - want) / scale) < 2.0 ** -20
+    quiet = ~np.any(ma, axis=2)[:, :, None] & ~np.any(mb, axis=1)[:, None, :]
+    np.testing.assert_array_equal(got[quiet], c64[quiet])
+    assert np.any(got != c64)
+    np.testing.assert_array_equal(got, np.asarray(fallback(c, a3, b3, oka, okb)))
+
+
+def test_scattered_fallback_tiles_go_to_the_fallback_kernel(monkeypatch):
+    """Tiles falling back scattered over K (a few per K-tile, as on real
+    data), some pairs of A's and B's in one K-tile: the product through the
+    fallback kernel against the XLA tile-by-tile route
+    ($JAXEMU_CUDA_MIXPERT_FALLBACK=0), the gathered route (and
+    $JAXEMU_CUDA_MIXPERT_SPARSE=0), the xla backend and float64;
+    deterministic."""
+    s = get_scheme("int8_l4")
+    a, b = _scattered(*T.operands("uniform(-1,1)", 1024, 4096, 768, seed=17), 60, seed=3)
     ref = T.reference(a, b)
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_FALLBACK", "0")
+    tile_by_tile = cuda_dot(a, b, "int8_l4")
     monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_SPARSE", "0")
     gathered = cuda_dot(a, b, "int8_l4")
-    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_SPARSE", "1")
+    monkeypatch.delenv("JAXEMU_CUDA_MIXPERT_FALLBACK")
+    monkeypatch.delenv("JAXEMU_CUDA_MIXPERT_SPARSE")
     ap, bp = X.pad_k(jnp.asarray(a)[None], jnp.asarray(b)[None], CM.TILE_K)
     oka, okb = CM.split(ap, s, False)[2], CM.split(bp, s, True)[2]
-    assert int(CM.fallback_route(~oka, ~okb, s)) == 1
+    assert int(CM.fallback_route(~oka, ~okb, s, kernel=True)) == 1
     got = cuda_dot(a, b, "int8_l4")
     xla = xla_dot(a, b, "int8_l4")
     err = T.componentwise_err(got, a, b, ref)
     assert err <= 1.25 * T.componentwise_err(xla, a, b, ref) + 2 ** -24
-    assert err <= 1.25 * T.componentwise_err(gathered, a, b, ref) + 2 ** -24
+    for other in (tile_by_tile, gathered):
+        assert err <= 1.25 * T.componentwise_err(other, a, b, ref) + 2 ** -24
     np.testing.assert_array_equal(got, cuda_dot(a, b, "int8_l4"))
 
 

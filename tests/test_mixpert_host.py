@@ -171,8 +171,8 @@ def _scattered_bad_tiles(a, b, n_a, n_b, seed, overlap=0):
     return a, b
 
 
-def _route(oka, okb, s):
-    return int(CM.fallback_route(~oka[..., 0], ~okb[:, :, 0, :], s))
+def _route(oka, okb, s, kernel=False):
+    return int(CM.fallback_route(~oka[..., 0], ~okb[:, :, 0, :], s, kernel))
 
 
 @pytest.mark.parametrize("m,k,n,n_a,n_b,overlap,batch", [
@@ -195,7 +195,8 @@ def test_sparse_fallback_is_the_whole_fallback(m, k, n, n_a, n_b, overlap, batch
     b3 = jnp.asarray(np.stack([p[1] for p in pairs]))
     _, _, _, _, oka, _, _, okb = X.int8_tile_stats(a3, b3, s)
     assert int(jnp.sum(~oka)) >= min(n_a, 1) and int(jnp.sum(~okb)) >= min(n_b, 1)
-    assert _route(oka, okb, s) == 1
+    assert _route(oka, okb, s) == 2
+    assert _route(oka, okb, s, kernel=True) == 1  # (on the GPU: the fallback kernel, tests/test_cuda_mixpert.py)
     monkeypatch.setenv(switches.variable("mixpert_sparse"), "1")
     c = jnp.asarray(np.random.default_rng(1).standard_normal((batch, m, n)), jnp.float32)
     fallback = jax.jit(lambda *x: CM.gathered_fallback(*x, s, "cpu"))
@@ -236,22 +237,49 @@ def test_sparse_fallback_is_as_accurate_as_the_fallback_scheme(law):
 
 
 def test_fallback_routes():
-    """none; tile by tile; many tiles of one K-tile: the gathered rows; most
-    rows: the whole products."""
+    """none; the fallback kernel (on the cuda platform); tile by tile; many
+    tiles of one K-tile: the gathered rows; most rows: the whole products;
+    the kernel only where few tiles fall back in all and per line."""
     s = get_scheme("int8_l4")
     a, b = T.operands("uniform(-1,1)", 512, 1024, 512, seed=9)
     a = np.where(np.abs(a) < 2.0 ** -12, np.float32(0.5), a)
     b = np.where(np.abs(b) < 2.0 ** -12, np.float32(0.5), b)
 
-    def route(a, b):
+    def route(a, b, kernel=False):
         a3, b3 = jnp.asarray(a)[None], jnp.asarray(b)[None]
         _, _, _, _, oka, _, _, okb = X.int8_tile_stats(a3, b3, s)
-        return _route(oka, okb, s)
+        return _route(oka, okb, s, kernel)
 
-    assert route(a, b) == 0
-    assert route(*_scattered_bad_tiles(a, b, 20, 20, seed=3)) == 1
-    assert route(*_with_bad_tiles(a, b, np.arange(40), [])) == 2  # 40 rows in one K-tile: more than 8
-    assert route(*_with_bad_tiles(a, b, np.arange(300), [])) == 3  # more than a quarter of the rows
+    assert route(a, b) == 0 and route(a, b, kernel=True) == 0
+    assert route(*_scattered_bad_tiles(a, b, 20, 20, seed=3)) == 2
+    assert route(*_scattered_bad_tiles(a, b, 20, 20, seed=3), kernel=True) == 1
+    assert route(*_with_bad_tiles(a, b, np.arange(40), [])) == 3  # 40 rows in one K-tile: more than 8
+    assert route(*_with_bad_tiles(a, b, np.arange(40), []), kernel=True) == 1  # 40 of 16384 tiles
+    assert route(*_with_bad_tiles(a, b, np.arange(300), [])) == 4  # more than a quarter of the rows
+    assert route(*_with_bad_tiles(a, b, np.arange(250), []), kernel=True) == 1  # 250 of 16384 tiles
+    assert route(*_with_bad_tiles(a, b, np.arange(300), []), kernel=True) == 4  # over 1/64 (256)
+    a_hot = a.copy()
+    a_hot[7, 1::32] = a_hot[7, 0::32] * np.float32(2.0 ** -20)  # all 32 tiles of row 7: under 64 per line
+    assert route(a_hot, b, kernel=True) == 1
+    a_many = a.copy()
+    a_many[:, 1::32] = a_many[:, 0::32] * np.float32(2.0 ** -20)  # every tile of A: over 1/64
+    assert route(a_many, b, kernel=True) == 4
+
+
+def test_kernel_fits_bounds_the_total_and_each_line():
+    """The fallback kernel takes at most 1/64 of the tiles and max(64, nt /
+    64) per line (one warp walks a line)."""
+    for nt, per_line in ((256, 64), (32768, 512)):
+        bad = np.zeros((2, 1024, nt), bool)
+        bad[1, 5, :per_line] = True
+        assert bool(CM.kernel_fits(jnp.asarray(bad), nt))
+        bad[1, 5, per_line] = True
+        assert not bool(CM.kernel_fits(jnp.asarray(bad), nt))
+    bad = np.zeros((1, 1024, 256), bool)
+    bad[0, :, :4] = True  # 4 per line, 1/64 in all
+    assert bool(CM.kernel_fits(jnp.asarray(bad), 256))
+    bad[0, 0, 4] = True
+    assert not bool(CM.kernel_fits(jnp.asarray(bad), 256))
 
 
 @pytest.mark.parametrize("shape,size", [((5, 37), 4), ((3, 2, 50), 10), ((100,), 7), ((4, 9), 20), ((2, 1), 3)])

@@ -66,5 +66,27 @@ struct SplitProblem {
   bool columns = false;
 };
 
+// MixPert's float fallback (mixpert/fallback.cuh): the products of the tiles
+// that the fixed-point sum leaves out (scale factor zero), a_bad b + a_good
+// b_bad, in FP32 on the CUDA cores, added to C in place. Few tiles fall back
+// on real data (0.02-0.07 % on uniform and normal data), scattered over K:
+// each flagged tile of A is one 32-value row segment times a 32-row slab of
+// B, each flagged tile of B one 32-value column segment times a 32-column
+// slab of A's good tiles.
+//   c:     (L, M, N) float32, read and written
+//   a:     (L, M, K) float32, b: (L, K, N) float32 (finite; K a multiple of TK)
+//   ok_a:  (L, M, K / 32) uint8, 1 where A's tile is in the fixed-point sum
+//   ok_bt: (L, N, K / 32) uint8, B's flags transposed (a column's contiguous)
+// Every element of C is added to once per side, in a fixed order (the rows
+// side, then the columns side): the result is deterministic.
+struct FallbackProblem {
+  float* c = nullptr;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  const uint8_t* ok_a = nullptr;
+  const uint8_t* ok_bt = nullptr;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+};
+
 }  // namespace mixpert
 }  // namespace jaxemu

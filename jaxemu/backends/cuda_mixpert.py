@@ -9,8 +9,9 @@ split); each tile's exponent becomes a scale factor (zero for tiles that
 fall back, ``scale_factors``), and the kernel sums the
 fixed-point products with exact int32 accumulation per K-tile and level
 and one FP32 fold per K-tile. The tiles that fall back are the xla
-backend's (the same masks), their products taken tile by tile where few
-fall back (sparse_fallback), else over only the rows and columns that
+backend's (the same masks), their products taken by the fallback kernel
+where few fall back (kernel_fallback: ffi/mixpert/fallback.cuh), else tile
+by tile in XLA (sparse_fallback) or over only the rows and columns that
 hold such tiles (gathered_fallback); FP32's special-value rules are the
 xla backend's (xla.int8_split_dot, xla.canonical_dot).
 
@@ -328,14 +329,40 @@ def sparse_fallback(c, a, b, bad_a, bad_b, caps_a, caps_b, kt: int):
     return sparse_columns(c, a, b, bad_a, bad_b, caps_b, kt)
 
 
+def kernel_fallback(c, a, b, oka, okb):
+    """c plus xla.int8_fallback's sum a_bad b + a_good b_bad on the fallback
+    kernel (ffi/mixpert/fallback.cuh): per flagged tile, its FP32
+    multiply-adds on the CUDA cores, a warp walking each line's flags in K
+    order; in place on c (aliased), deterministic. a (B, M, K), b (B, K,
+    N), K a multiple of TILE_K; oka (B, M, nt) and okb (B, nt, N): the
+    tiles in the fixed-point sum."""
+    return jax.ffi.ffi_call("jaxemu_mixpert_fallback", jax.ShapeDtypeStruct(c.shape, jnp.float32),
+                            input_output_aliases={0: 0})(
+        c, a, b, oka.astype(jnp.uint8), jnp.swapaxes(okb, 1, 2).astype(jnp.uint8))
+
+
+def kernel_fits(bad, nt: int) -> jax.Array:
+    """Whether the fallback kernel takes the flagged tiles bad (B, lines,
+    nt) of one operand: at most 1/64 of them fall back, and at most
+    max(64, nt / 64) in any line (one warp walks a line: a line of many
+    flagged tiles would serialise). On these bounds its multiply-adds are
+    at most ~3 % of the product's, where the whole products of the
+    fallback scheme cost about one product more."""
+    per_line = jnp.sum(bad, axis=2, dtype=jnp.int32)  # (B, lines)
+    total = jnp.sum(per_line, axis=1)
+    return (jnp.max(per_line) <= max(64, nt // 64)) & (jnp.max(total) <= bad.shape[1] * nt // 64)
+
+
 def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
     """xla.int8_fallback's sum, a_bad b + a_good b_bad, over only the
     tiles, or the rows of A and the columns of B, that hold a tile that
     falls back: on real data a small share of them (on uniform and normal
     data 0.02-0.07 % of tiles, so 5-15 % of the rows at K = 8192), where
     the whole products over masked operands cost two full products of the
-    fallback scheme. Four routes (fallback_route, one switch): none; tile
-    by tile (sparse_fallback, $JAXEMU_CUDA_MIXPERT_SPARSE) where few tiles
+    fallback scheme. Five routes (fallback_route, one switch): none; the
+    fallback kernel (kernel_fallback, $JAXEMU_CUDA_MIXPERT_FALLBACK) where
+    few tiles fall back; tile
+    by tile in XLA (sparse_fallback, $JAXEMU_CUDA_MIXPERT_SPARSE) where few tiles
     per K-tile and per line fall back; the gathered rows and columns, up
     to fallback_cap of them (static shapes: the gathered rows are the
     nonzero rows padded with zero rows); beyond that, or where an operand
@@ -358,6 +385,11 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
 
     def none(c):
         return c
+
+    use_kernel = platform == "cuda" and switches.enabled("mixpert_fallback")
+
+    def kernel(c):  # (never taken where use_kernel is False: fallback_route)
+        return kernel_fallback(c, a, b, oka[..., 0], okb[:, :, 0, :]) if use_kernel else c
 
     def sparse(c):  # (never taken without caps: fallback_route)
         if caps_a is None or caps_b is None:
@@ -385,7 +417,18 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
         a_bad, a_good, b_bad, _, _ = xla_backend.int8_fallback_operands(a, b, oka, okb, s)
         return c + (product(a_bad, b, fb) + product(a_good, b_bad, fb))
 
-    return lax.switch(fallback_route(bad_a_t, bad_b_t, s), (none, sparse, gathered, whole), c)
+    routes = (none, kernel, sparse, gathered, whole)
+
+    def switch(c):
+        return lax.switch(fallback_route(bad_a_t, bad_b_t, s), routes, c)
+
+    if not use_kernel:
+        return switch(c)
+    # The kernel's test alone first: the other routes' tests (measured: 0.15
+    # ms at 8192^3 in all) only where it fails. (Without flags the kernel
+    # adds nothing: a scan of them.)
+    return lax.cond(kernel_fits(bad_a_t, k // s.ktile) & kernel_fits(jnp.swapaxes(bad_b_t, 1, 2), k // s.ktile),
+                    kernel, switch, c)
 
 
 def fallback_caps(bsz: int, m: int, k: int, n: int, s: Int8Split):
@@ -398,17 +441,20 @@ def fallback_caps(bsz: int, m: int, k: int, n: int, s: Int8Split):
             fallback_cap(m), fallback_cap(n))
 
 
-def fallback_route(bad_a, bad_b, s: Int8Split):
+def fallback_route(bad_a, bad_b, s: Int8Split, kernel: bool = False):
     """gathered_fallback's route from the flagged tiles bad_a (B, M, nt) and
-    bad_b (B, nt, N): 0 none, 1 tile by tile, 2 gathered rows and columns,
-    3 whole products."""
+    bad_b (B, nt, N): 0 none, 1 the fallback kernel, 2 tile by tile in XLA,
+    3 gathered rows and columns, 4 whole products; 1 only where ``kernel``
+    (the cuda platform, $JAXEMU_CUDA_MIXPERT_FALLBACK on)."""
     bsz, m, nt = bad_a.shape
     caps_a, caps_b, cap_m, cap_n = fallback_caps(bsz, m, nt * s.ktile, bad_b.shape[2], s)
     n_rows = jnp.max(jnp.sum(jnp.any(bad_a, axis=2), axis=1))
     n_cols = jnp.max(jnp.sum(jnp.any(bad_b, axis=1), axis=1))
     sparse = sparse_fits(bad_a, caps_a) & sparse_fits(jnp.swapaxes(bad_b, 1, 2), caps_b)
     gathered = (n_rows <= cap_m) & (n_cols <= cap_n)
-    return jnp.where((n_rows == 0) & (n_cols == 0), 0, jnp.where(sparse, 1, jnp.where(gathered, 2, 3)))
+    fits = kernel_fits(bad_a, nt) & kernel_fits(jnp.swapaxes(bad_b, 1, 2), nt) if kernel else False
+    route = jnp.where(fits, 1, jnp.where(sparse, 2, jnp.where(gathered, 3, 4)))
+    return jnp.where((n_rows == 0) & (n_cols == 0), 0, route)
 
 
 def mixpert_finite(a, b, s: Int8Split, amax=None):

@@ -19,6 +19,7 @@ which stays available for comparison and as a fallback the user chooses.
 | JAXEMU_CUDA_HOIST_SPLITS | a scan's loop-invariant dot operand (kNN's database, k-means' points) split once, before the loop, by emulate (jaxemu/hoist.py), where the slice path reads it | the split in every iteration (XLA on the GPU does not hoist it) | H200, 2026-11-28 |
 | JAXEMU_CUDA_HOIST_STATS | auto's column statistics of a scan's loop-invariant B (kNN's database, X in the k-means update) taken once, before the loop, by emulate (jaxemu/hoist.py) | the statistics in every iteration | H200, 2026-11-28 |
 | JAXEMU_CUDA_MIXPERT | MixPert's levels (int8_l1..l4) on the MixPert kernel (ffi/mixpert/), the float fallback's products over only the tiles, or the rows and columns, holding a fallback tile: int8_l4 1.40x SGEMM at 8192^3 against the xla backend's 0.07x, same run (stop 45; 1.86x with the fallback tile by tile, stop 46) | the xla backend's int8 levels | H200, 2026-11-29 (tests/test_cuda_mixpert.py) |
+| JAXEMU_CUDA_MIXPERT_FALLBACK | MixPert's fallback kernel (ffi/mixpert/fallback.cuh: the flagged tiles' FP32 multiply-adds on the CUDA cores, a warp walking each row of A and column of B in K order, in place on C) where at most 1/64 of the tiles, and max(64, K/2048) per row or column, fall back: the k-means update (1024 x 1M x 256) int8_l4 1.06x SGEMM against 0.64x, distances 1.15x against 0.95x, 8192^3 1.89x against 1.88x, same run (stop 47) | the XLA routes: tile by tile, gathered, whole | H200, 2026-11-29 (tests/test_cuda_mixpert.py) |
 | JAXEMU_CUDA_MIXPERT_SPARSE | MixPert's fallback tile by tile (cuda_mixpert.sparse_fallback: per K-tile, its flagged rows of A times B's K-tile and A's good K-tile times its flagged columns of B, thin FP32 products summed per row and column) where few tiles fall back per K-tile and per row or column: int8_l4 1.86x SGEMM at 8192^3 against 1.40x with the gathered rows, same run (stop 46) | the gathered rows and columns, or the whole products | H200, 2026-11-29 (tests/test_cuda_mixpert.py) |
 | JAXEMU_CUDA_MIXPERT_SPLIT | the MixPert split (ffi/mixpert/split.cuh): one pass over each operand writing the kernel's layout, exponents and flags | XLA's split (xla.int8_tile_stats) and cuda_mixpert.pack | H200, 2026-11-29 (tests/test_cuda_mixpert.py) |
 | JAXEMU_CUDA_F32_OPERANDS | bf16 schemes on FP32 operands, split in the GEMM's shared memory (ffi/fused/kernel_f32.cuh), on outputs of up to one wave of tiles ("1": wherever it can run) | the split kernel, then the slice GEMM | H200, 2026-11-27 |
@@ -36,7 +37,7 @@ _SWITCHES = {"int8": "JAXEMU_CUDA_INT8", "split": "JAXEMU_CUDA_SPLIT", "residues
              "b_rows": "JAXEMU_CUDA_B_ROWS", "device_specials": "JAXEMU_CUDA_DEVICE_SPECIALS",
              "hoist_splits": "JAXEMU_CUDA_HOIST_SPLITS", "hoist_stats": "JAXEMU_CUDA_HOIST_STATS",
              "mixpert": "JAXEMU_CUDA_MIXPERT", "mixpert_split": "JAXEMU_CUDA_MIXPERT_SPLIT",
-             "mixpert_sparse": "JAXEMU_CUDA_MIXPERT_SPARSE"}
+             "mixpert_sparse": "JAXEMU_CUDA_MIXPERT_SPARSE", "mixpert_fallback": "JAXEMU_CUDA_MIXPERT_FALLBACK"}
 OPT_IN: set = set()  # switches whose kernel runs only when set to "1"
 
 
