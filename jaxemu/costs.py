@@ -140,18 +140,26 @@ def path_of(backend: str, scheme: str, shape: Shape, exact=(False, False)) -> st
 # at hand: a bf16/fp16 tensor-core product ~1, tf32 ~2, FP32 (SGEMM) ~14
 # (H200: 700 vs 50 TFLOP/s), an int8 product of Ozaki II's kernels ~0.5
 # (H200, same run: the int8 GEMM 1337 TOP/s, cuBLAS's fp16 655 TFLOP/s;
-# docs/performance.md, stop 29). MixPert's int8 levels count 1 per product:
-# they run on the xla backend, one product per 32-wide K-tile.
+# docs/performance.md, stop 29). MixPert's int8 levels on the MixPert
+# kernel (cuda backend): a fixed part (split, fallback, the per-tile fold)
+# plus a share per slice product, fitted to int8_l1 (3 products, 8.52 ms)
+# and int8_l4 (6 products, 11.72 ms) against SGEMM's 22.18 ms at 8192^3,
+# H200, same run (docs/performance.md, stop 47): 5.4 and 7.4 units (the
+# xla backend's K-tile products cost ~25x that).
 _FP32_PRODUCT_WEIGHT = 14.0
 _INT8_KERNEL_PRODUCT_WEIGHT = 0.5
+_MIXPERT_FIXED_WEIGHT = 3.36
+_MIXPERT_PRODUCT_WEIGHT = 0.673
 
 
 def product_weight(scheme) -> float:
     """Cost per FLOP of ``scheme`` in units of one bf16 tensor-core product."""
-    from .schemes import FloatSplit, NativeFP32, Ozaki2, get_scheme
+    from .schemes import FloatSplit, Int8Split, NativeFP32, Ozaki2, get_scheme
     s = get_scheme(scheme)
     if isinstance(s, NativeFP32):
         return _FP32_PRODUCT_WEIGHT
+    if isinstance(s, Int8Split):
+        return _MIXPERT_FIXED_WEIGHT + _MIXPERT_PRODUCT_WEIGHT * s.num_products
     per = 2.0 if isinstance(s, FloatSplit) and s.fmt == "tf32" else 1.0
     if isinstance(s, Ozaki2):
         per = _INT8_KERNEL_PRODUCT_WEIGHT
