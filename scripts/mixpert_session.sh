@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The GPU check of the MixPert kernel (issue 14), one device call (carry
-# .cutlass): build; tests/test_cuda_mixpert.py (the split and the kernel
+# .cutlass): build; tests/test_cuda_mixpert.py in two processes (the split and the kernel
 # against XLA's split, the kernel's float64 twin, the xla backend and
-# float64; the tile-by-tile and gathered fallbacks; tiny operands);
-# scripts/mixpert_probe.py (the kernel alone, the product, with the gathered
-# fallback, with XLA's split, with no fallback, on the xla backend, against
+# float64; the fallback kernel and the XLA routes; tiny operands); the
+# timeline of one int8_l4 call at 8192^3 (scripts/kernel_timeline.py);
+# scripts/mixpert_probe.py (the kernel alone, the product, with the XLA
+# tile-by-tile fallback instead, with XLA's split, with no fallback, on the xla backend, against
 # SGEMM in the same run); scripts/fallback_probe.py (the fallback's parts);
 # CUDA_INT8_TESTS=<s>: the
 # int8 schemes' tests in tests/test_cuda.py, within s seconds; then, with
@@ -15,8 +16,17 @@ OUT="${OUT:-/tmp/jaxemu-out}"
 mkdir -p "$OUT"
 STEPS=build bash scripts/gpu_session.sh > "$OUT/build_session.log" 2>&1 || { tail -30 "$OUT/build_session.log"; exit 1; }
 grep "^build:" "$OUT/build_session.log"
-JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q tests/test_cuda_mixpert.py 2>&1 \
-  | tee "$OUT/test_cuda_mixpert.log" | tail -15
+# The file in two processes (~140 s each on an H200, stop 47; one process took over 230 s).
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q tests/test_cuda_mixpert.py \
+  -k "twin or accuracy or split_kernel" > "$OUT/test_cuda_mixpert_1.log" 2>&1 & TESTS=$!
+JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q tests/test_cuda_mixpert.py \
+  -k "not (twin or accuracy or split_kernel)" > "$OUT/test_cuda_mixpert_2.log" 2>&1
+wait $TESTS
+tail -n 15 "$OUT/test_cuda_mixpert_1.log" "$OUT/test_cuda_mixpert_2.log" | grep -E "passed|failed|error|FAIL"
+# One int8_l4 call at 8192^3 kernel by kernel (normal(0,1) data): the fallback kernels, the gaps.
+JAX_PLATFORMS=cuda timeout 90 python3 scripts/kernel_timeline.py --cases sq8192 --schemes int8_l4 > "$OUT/timeline.txt" 2>&1
+grep -E "split_|mixpert_kernel|fallback_|Memcpy|busy" "$OUT/timeline.txt"
 # (--xla: the product with XLA's split and on the xla backend too, 8192^3 only: the
 # xla backend's K-tile products take seconds at K = 1M.)
 JAX_PLATFORMS=cuda,cpu timeout "${PROBE_TIMEOUT:-240}" python3 scripts/mixpert_probe.py --xla \
