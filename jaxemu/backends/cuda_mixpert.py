@@ -388,8 +388,8 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
 
     use_kernel = platform == "cuda" and switches.enabled("mixpert_fallback")
 
-    def kernel(c):  # (never taken where use_kernel is False: fallback_route)
-        return kernel_fallback(c, a, b, oka[..., 0], okb[:, :, 0, :]) if use_kernel else c
+    def kernel(c):
+        return kernel_fallback(c, a, b, oka[..., 0], okb[:, :, 0, :])
 
     def sparse(c):  # (never taken without caps: fallback_route)
         if caps_a is None or caps_b is None:
@@ -417,10 +417,8 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
         a_bad, a_good, b_bad, _, _ = xla_backend.int8_fallback_operands(a, b, oka, okb, s)
         return c + (product(a_bad, b, fb) + product(a_good, b_bad, fb))
 
-    routes = (none, kernel, sparse, gathered, whole)
-
-    def switch(c):
-        return lax.switch(fallback_route(bad_a_t, bad_b_t, s), routes, c)
+    def switch(c):  # (route 1, the kernel, is the cond's below: fallback_route without it never gives 1)
+        return lax.switch(fallback_route(bad_a_t, bad_b_t, s), (none, none, sparse, gathered, whole), c)
 
     if not use_kernel:
         return switch(c)
