@@ -282,6 +282,37 @@ def test_kernel_fits_bounds_the_total_and_each_line():
     assert not bool(CM.kernel_fits(jnp.asarray(bad), 256))
 
 
+def _ffi_calls(jaxpr):
+    """The FFI targets a jaxpr calls, its conditionals' branches included."""
+    names = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "ffi_call":
+            names.append(eqn.params["target_name"])
+        for branch in eqn.params.get("branches", ()):
+            names += _ffi_calls(branch.jaxpr)
+    return names
+
+
+def test_common_case_is_one_conditional_around_both_kernels(monkeypatch):
+    """mixpert_finite's trace (no GPU needed): the MixPert kernel and the
+    fallback kernel share one conditional's branch, where C is made and
+    added to in place (no copy of C into the conditional's result: stop 48);
+    the other branch holds the general path. With
+    $JAXEMU_CUDA_MIXPERT_FALLBACK=0, no fallback kernel."""
+    s = get_scheme("int8_l4")
+    a, b = jnp.zeros((1, 64, 256), jnp.float32), jnp.zeros((1, 256, 48), jnp.float32)
+    jaxpr = jax.make_jaxpr(lambda a, b: CM.mixpert_finite(a, b, s))(a, b).jaxpr
+    conds = [e for e in jaxpr.eqns if e.primitive.name == "cond"]
+    assert len(conds) == 1
+    general, common = (_ffi_calls(br.jaxpr) for br in conds[0].params["branches"])
+    assert common == ["jaxemu_mixpert", "jaxemu_mixpert_fallback"]
+    assert "jaxemu_mixpert" in general
+    assert _ffi_calls(jaxpr).count("jaxemu_mixpert_split") == 2
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_FALLBACK", "0")
+    calls = _ffi_calls(jax.make_jaxpr(lambda a, b: CM.mixpert_finite(a, b, s))(a, b).jaxpr)
+    assert "jaxemu_mixpert" in calls and "jaxemu_mixpert_fallback" not in calls
+
+
 @pytest.mark.parametrize("shape,size", [((5, 37), 4), ((3, 2, 50), 10), ((100,), 7), ((4, 9), 20), ((2, 1), 3)])
 def test_first_indices_is_nonzero_per_row(shape, size):
     rng = np.random.default_rng(sum(shape))

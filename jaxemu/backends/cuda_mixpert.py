@@ -460,14 +460,33 @@ def mixpert_finite(a, b, s: Int8Split, amax=None):
     zero-padded to TILE_K (zero tiles add nothing), split by the split
     kernel (or XLA's, $JAXEMU_CUDA_MIXPERT_SPLIT=0), the kernel's tile sums
     (the xla backend's where an exponent is out of range) and the gathered
-    fallback."""
+    fallback; in the common case (exponents in range, kernel_fits) the
+    MixPert kernel and the fallback kernel in one branch."""
     a, b = xla_backend.pad_k(a, b, TILE_K)
     if not switches.enabled("mixpert_split"):
         return xla_backend.int8_split_dot(a, b, s, "cuda", tile_products=tile_products, fallback=gathered_fallback)
     a_p, ea, oka = split(a, s, columns=False)
     b_p, eb, okb = split(b, s, columns=True)
-    c = guarded_sum(a_p, b_p, ea, oka, eb, okb, s)
-    return gathered_fallback(c, a, b, oka[..., None], okb[:, :, None, :], s, "cuda")
+
+    def general(_):  # any exponent, any fallback route
+        c = guarded_sum(a_p, b_p, ea, oka, eb, okb, s)
+        return gathered_fallback(c, a, b, oka[..., None], okb[:, :, None, :], s, "cuda")
+
+    if not switches.enabled("mixpert_fallback"):
+        return general(None)
+
+    def common(_):  # exponents in range, few tiles falling back: the two kernels
+        c = kernel_sum(a_p, b_p, *scale_factors(ea, oka, eb, okb, s))
+        return kernel_fallback(c, a, b, oka, okb)
+
+    # One conditional around both kernels, not one around each: one host
+    # round trip fewer, and C is made inside the branch that adds the
+    # fallback to it in place. (Made outside, XLA copied C into the
+    # conditional's result after the in-place call: 0.13 ms at 8192^3 on an
+    # H200, stop 48.)
+    nt = a.shape[2] // s.ktile
+    takes = kernel_fits(~oka, nt) & kernel_fits(jnp.swapaxes(~okb, 1, 2), nt)
+    return lax.cond(in_range(ea, oka, eb, okb) & takes, common, general, None)
 
 
 def mixpert_product(a, b, s: Int8Split):
