@@ -10,7 +10,8 @@
 # CUDA_INT8_TESTS=<s>: the
 # int8 schemes' tests in tests/test_cuda.py, within s seconds; then, with
 # NCU=1, ncu's tensor-pipe use, DRAM throughput and stall reasons of the
-# kernel at 8192^3 (int8_l4).
+# kernel at 8192^3 (int8_l4). QUICK=1: after the timeline, only int8_l1/l4 and
+# fp16x3 against SGEMM at 2048^3 and 8192^3 (python -m jaxemu.bench).
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"
 mkdir -p "$OUT"
@@ -19,7 +20,8 @@ grep "^build:" "$OUT/build_session.log"
 # The file in two processes (~140 s each on an H200, stop 47; one process took over 230 s).
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q tests/test_cuda_mixpert.py \
-  -k "twin or accuracy or split_kernel" > "$OUT/test_cuda_mixpert_1.log" 2>&1 & TESTS=$!
+  -k "twin or accuracy or split_kernel" > "$OUT/test_cuda_mixpert_1.log" 2>&1 &
+TESTS=$!
 JAX_PLATFORMS=cuda,cpu timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q tests/test_cuda_mixpert.py \
   -k "not (twin or accuracy or split_kernel)" > "$OUT/test_cuda_mixpert_2.log" 2>&1
 wait $TESTS
@@ -27,6 +29,14 @@ tail -n 15 "$OUT/test_cuda_mixpert_1.log" "$OUT/test_cuda_mixpert_2.log" | grep 
 # One int8_l4 call at 8192^3 kernel by kernel (normal(0,1) data): the fallback kernels, the gaps.
 JAX_PLATFORMS=cuda timeout 90 python3 scripts/kernel_timeline.py --cases sq8192 --schemes int8_l4 > "$OUT/timeline.txt" 2>&1
 grep -E "split_|mixpert_kernel|fallback_|Memcpy|busy" "$OUT/timeline.txt"
+if [ -n "${QUICK:-}" ]; then  # (fits one 600 s call with the build: stop 48) int8 against SGEMM at 2048^3 and 8192^3
+  JAX_PLATFORMS=cuda timeout 60 python3 scripts/kernel_timeline.py --cases sq2048 --schemes int8_l4 > "$OUT/timeline_2048.txt" 2>&1
+  grep -E "busy" "$OUT/timeline_2048.txt"
+  JAX_PLATFORMS=cuda,cpu timeout 120 python3 -m jaxemu.bench --shapes 1x2048x2048x2048,1x8192x8192x8192 \
+    --schemes int8_l1,int8_l4,fp16x3 --backends cuda --no-baselines --reps 10 --json "$OUT/bench.json" > "$OUT/bench.txt" 2>&1
+  sed -n '/^shape (B,M,K,N)/,$p' "$OUT/bench.txt"
+  exit 0
+fi
 # (--xla: the product with XLA's split and on the xla backend too, 8192^3 only: the
 # xla backend's K-tile products take seconds at K = 1M.)
 JAX_PLATFORMS=cuda,cpu timeout "${PROBE_TIMEOUT:-240}" python3 scripts/mixpert_probe.py --xla \
