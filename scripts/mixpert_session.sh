@@ -11,7 +11,8 @@
 # int8 schemes' tests in tests/test_cuda.py, within s seconds; then, with
 # NCU=1, ncu's tensor-pipe use, DRAM throughput and stall reasons of the
 # kernel at 8192^3 (int8_l4). QUICK=1: after the timeline, only int8_l1/l4 and
-# fp16x3 against SGEMM at 2048^3 and 8192^3 (python -m jaxemu.bench).
+# fp16x3 against SGEMM at 2048^3 and 8192^3 (python -m jaxemu.bench), no probes
+# (QUICK=1 NCU=1: then ncu, the fallback kernels included).
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"
 mkdir -p "$OUT"
@@ -35,30 +36,30 @@ if [ -n "${QUICK:-}" ]; then  # (fits one 600 s call with the build: stop 48) in
   JAX_PLATFORMS=cuda,cpu timeout 120 python3 -m jaxemu.bench --shapes 1x2048x2048x2048,1x8192x8192x8192 \
     --schemes int8_l1,int8_l4,fp16x3 --backends cuda --no-baselines --reps 10 --json "$OUT/bench.json" > "$OUT/bench.txt" 2>&1
   sed -n '/^shape (B,M,K,N)/,$p' "$OUT/bench.txt"
-  exit 0
+else  # the probes
+  # (--xla: the product with XLA's split and on the xla backend too, 8192^3 only: the
+  # xla backend's K-tile products take seconds at K = 1M.)
+  JAX_PLATFORMS=cuda,cpu timeout "${PROBE_TIMEOUT:-240}" python3 scripts/mixpert_probe.py --xla \
+    --shapes 1x8192x8192x8192 --schemes "${PROBE_SCHEMES:-int8_l1,int8_l4}" 2>&1 | tee "$OUT/mixpert_probe.txt"
+  JAX_PLATFORMS=cuda,cpu timeout "${PROBE_TIMEOUT:-240}" python3 scripts/mixpert_probe.py \
+    --shapes "${PROBE_SHAPES:-1x1024x1048576x256,1x1048576x256x1024}" \
+    --schemes "${PROBE_SCHEMES:-int8_l1,int8_l4}" 2>&1 | tee -a "$OUT/mixpert_probe.txt"
+  # The fallback's parts (split, route, tile by tile and its two sides, the gathered route) on each shape.
+  JAX_PLATFORMS=cuda,cpu timeout "${PROBE_TIMEOUT:-240}" python3 scripts/fallback_probe.py \
+    --shapes "1x8192x8192x8192,${PROBE_SHAPES:-1x1024x1048576x256,1x1048576x256x1024}" 2>&1 \
+    | grep -v Warning | tee "$OUT/fallback_probe.txt"
 fi
-# (--xla: the product with XLA's split and on the xla backend too, 8192^3 only: the
-# xla backend's K-tile products take seconds at K = 1M.)
-JAX_PLATFORMS=cuda,cpu timeout "${PROBE_TIMEOUT:-240}" python3 scripts/mixpert_probe.py --xla \
-  --shapes 1x8192x8192x8192 --schemes "${PROBE_SCHEMES:-int8_l1,int8_l4}" 2>&1 | tee "$OUT/mixpert_probe.txt"
-JAX_PLATFORMS=cuda,cpu timeout "${PROBE_TIMEOUT:-240}" python3 scripts/mixpert_probe.py \
-  --shapes "${PROBE_SHAPES:-1x1024x1048576x256,1x1048576x256x1024}" \
-  --schemes "${PROBE_SCHEMES:-int8_l1,int8_l4}" 2>&1 | tee -a "$OUT/mixpert_probe.txt"
-# The fallback's parts (split, route, tile by tile and its two sides, the gathered route) on each shape.
-JAX_PLATFORMS=cuda,cpu timeout "${PROBE_TIMEOUT:-240}" python3 scripts/fallback_probe.py \
-  --shapes "1x8192x8192x8192,${PROBE_SHAPES:-1x1024x1048576x256,1x1048576x256x1024}" 2>&1 \
-  | grep -v Warning | tee "$OUT/fallback_probe.txt"
 if [ -n "${CUDA_INT8_TESTS:-}" ]; then  # the int8 schemes of tests/test_cuda.py, on the default path
   JAX_PLATFORMS=cuda,cpu timeout "${CUDA_INT8_TESTS}" python3 -m pytest -q tests/test_cuda.py -k "int8 or mixpert" 2>&1 \
     | tee "$OUT/test_cuda_int8_schemes.log" | tail -5
 fi
 if [ -n "${NCU:-}" ]; then
-  XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_PLATFORMS=cuda,cpu timeout 200 ncu --clock-control none --kernel-name "regex:mixpert_kernel|split_rows|split_columns" \
-    --launch-count 3 --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,\
+  XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_PLATFORMS=cuda,cpu timeout 200 ncu --clock-control none --kernel-name "regex:mixpert_kernel|split_rows|split_columns|fallback_" \
+    --launch-count 5 --metrics gpu__time_duration.sum,lts__t_bytes.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,\
 sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,\
 sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_wait_per_warp_active.pct,\
 smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_barrier_per_warp_active.pct,\
 smsp__issue_active.avg.pct_of_peak_sustained_active \
     python3 scripts/mixpert_probe.py --shapes 1x8192x8192x8192 --schemes int8_l4 > "$OUT/ncu_mixpert.txt" 2>&1
-  grep -E "mixpert_kernel|split_rows|split_columns|gpu__time|dram__|tensor_op|pipe_alu|pipe_fma|stalled|issue_active" "$OUT/ncu_mixpert.txt" | head -40
+  grep -E "mixpert_kernel|split_rows|split_columns|fallback_|lts__t_bytes|gpu__time|dram__|tensor_op|pipe_alu|pipe_fma|stalled|issue_active" "$OUT/ncu_mixpert.txt" | head -60
 fi
