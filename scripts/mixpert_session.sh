@@ -60,6 +60,8 @@ sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_
 sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_wait_per_warp_active.pct,\
 smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_barrier_per_warp_active.pct,\
 smsp__issue_active.avg.pct_of_peak_sustained_active \
-    python3 scripts/mixpert_probe.py --shapes 1x8192x8192x8192 --schemes int8_l4 > "$OUT/ncu_mixpert.txt" 2>&1
+    python3 -c "import jax, jaxemu; from jaxemu import testing as T
+a, b = (jax.device_put(v) for v in T.operands('normal(0,1)', 8192, 8192, 8192, 0))
+jax.jit(jaxemu.emulate(lambda a, b: a @ b, scheme='int8_l4'))(a, b).block_until_ready()" > "$OUT/ncu_mixpert.txt" 2>&1
   grep -E "mixpert_kernel|split_rows|split_columns|fallback_|lts__t_bytes|gpu__time|dram__|tensor_op|pipe_alu|pipe_fma|stalled|issue_active" "$OUT/ncu_mixpert.txt" | head -60
 fi
