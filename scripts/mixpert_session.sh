@@ -55,7 +55,7 @@ if [ -n "${CUDA_INT8_TESTS:-}" ]; then  # the int8 schemes of tests/test_cuda.py
 fi
 if [ -n "${NCU:-}" ]; then
   XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_PLATFORMS=cuda,cpu timeout 200 ncu --clock-control none --kernel-name "regex:mixpert_kernel|split_rows|split_columns|fallback_" \
-    --launch-count 5 --metrics gpu__time_duration.sum,lts__t_bytes.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,\
+    --launch-count 5 --metrics gpu__time_duration.sum,lts__t_bytes.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,\
 sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,\
 sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_wait_per_warp_active.pct,\
 smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_barrier_per_warp_active.pct,\
@@ -63,5 +63,5 @@ smsp__issue_active.avg.pct_of_peak_sustained_active \
     python3 -c "import jax, jaxemu; from jaxemu import testing as T
 a, b = (jax.device_put(v) for v in T.operands('normal(0,1)', 8192, 8192, 8192, 0))
 jax.jit(jaxemu.emulate(lambda a, b: a @ b, scheme='int8_l4'))(a, b).block_until_ready()" > "$OUT/ncu_mixpert.txt" 2>&1
-  grep -E "mixpert_kernel|split_rows|split_columns|fallback_|lts__t_bytes|gpu__time|dram__|tensor_op|pipe_alu|pipe_fma|stalled|issue_active" "$OUT/ncu_mixpert.txt" | head -60
+  grep -E "mixpert_kernel|split_rows|split_columns|fallback_|lts__|gpu__time|dram__|tensor_op|pipe_alu|pipe_fma|stalled|issue_active" "$OUT/ncu_mixpert.txt" | head -60
 fi
