@@ -26,7 +26,7 @@ def main(argv=None):
     p.add_argument("--full", default=None, help="write the whole optimized HLO to this file")
     args = p.parse_args(argv)
     prod, xs = cases()[args.case]()
-    text = jax.jit(jaxemu.emulate(lambda *v: prod(*v), scheme=args.scheme)).lower(*xs).compile().as_text()
+    text = jax.jit(jaxemu.emulate(prod, scheme=args.scheme)).lower(*xs).compile().as_text()
     if args.full:
         with open(args.full, "w") as f:
             f.write(text)

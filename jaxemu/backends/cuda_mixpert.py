@@ -353,6 +353,12 @@ def kernel_fits(bad, nt: int) -> jax.Array:
     return (jnp.max(per_line) <= max(64, nt // 64)) & (jnp.max(total) <= bad.shape[1] * nt // 64)
 
 
+def kernel_takes(bad_a, bad_b, nt: int) -> jax.Array:
+    """kernel_fits for both operands: A's flagged tiles bad_a (B, M, nt) and
+    B's bad_b (B, nt, N)."""
+    return kernel_fits(bad_a, nt) & kernel_fits(jnp.swapaxes(bad_b, 1, 2), nt)
+
+
 def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
     """xla.int8_fallback's sum, a_bad b + a_good b_bad, over only the
     tiles, or the rows of A and the columns of B, that hold a tile that
@@ -425,8 +431,7 @@ def gathered_fallback(c, a, b, oka, okb, s: Int8Split, platform: str):
     # The kernel's test alone first: the other routes' tests (measured: 0.15
     # ms at 8192^3 in all) only where it fails. (Without flags the kernel
     # adds nothing: a scan of them.)
-    return lax.cond(kernel_fits(bad_a_t, k // s.ktile) & kernel_fits(jnp.swapaxes(bad_b_t, 1, 2), k // s.ktile),
-                    kernel, switch, c)
+    return lax.cond(kernel_takes(bad_a_t, bad_b_t, k // s.ktile), kernel, switch, c)
 
 
 def fallback_caps(bsz: int, m: int, k: int, n: int, s: Int8Split):
@@ -450,7 +455,7 @@ def fallback_route(bad_a, bad_b, s: Int8Split, kernel: bool = False):
     n_cols = jnp.max(jnp.sum(jnp.any(bad_b, axis=1), axis=1))
     sparse = sparse_fits(bad_a, caps_a) & sparse_fits(jnp.swapaxes(bad_b, 1, 2), caps_b)
     gathered = (n_rows <= cap_m) & (n_cols <= cap_n)
-    fits = kernel_fits(bad_a, nt) & kernel_fits(jnp.swapaxes(bad_b, 1, 2), nt) if kernel else False
+    fits = kernel_takes(bad_a, bad_b, nt) if kernel else False
     route = jnp.where(fits, 1, jnp.where(sparse, 2, jnp.where(gathered, 3, 4)))
     return jnp.where((n_rows == 0) & (n_cols == 0), 0, route)
 
@@ -485,8 +490,7 @@ def mixpert_finite(a, b, s: Int8Split, amax=None):
     # conditional's result after the in-place call: 0.13 ms at 8192^3 on an
     # H200, stop 48.)
     nt = a.shape[2] // s.ktile
-    takes = kernel_fits(~oka, nt) & kernel_fits(jnp.swapaxes(~okb, 1, 2), nt)
-    return lax.cond(in_range(ea, oka, eb, okb) & takes, common, general, None)
+    return lax.cond(in_range(ea, oka, eb, okb) & kernel_takes(~oka, ~okb, nt), common, general, None)
 
 
 def mixpert_product(a, b, s: Int8Split):
