@@ -106,6 +106,25 @@ def test_tiny_operands_whose_products_are_normal():
     assert T.relerr(got, ref) < 1e-5
 
 
+def test_products_near_the_fits_bound_take_the_general_branch():
+    """max |A| max |B| K just under 2^100: FP32's rule (xla.product_fits)
+    holds and the split's exponent bound (2^E per operand: E = 46 for
+    both) does not, so the product takes the general branch
+    (cuda_mixpert.mixpert_product, stop 48): within the scheme's bound of
+    float64. A at 2^40 instead (bound 2^94) takes the common branch: the
+    unit-scale product's bits times 2^86 (power-of-two scalings are exact)."""
+    a, b = T.operands("uniform(-1,1)", 64, 256, 48, seed=6)
+    a, b = (np.where(np.abs(x) < 2.0 ** -12, np.float32(0.5), x) for x in (a, b))  # no tile falls back
+    b = (b * np.float32(0.999)).astype(np.float32)
+    b2 = (b * np.float32(2.0 ** 46)).astype(np.float32)
+    for a2 in ((a * np.float32(2.0 ** 45.99)).astype(np.float32), (a * np.float32(2.0 ** 40)).astype(np.float32)):
+        assert X.product_fits(np.max(np.abs(a2)), np.max(np.abs(b2)), a.shape[1])
+        got = cuda_dot(a2, b2, "int8_l4")
+        err = T.componentwise_err(got, a2, b2, T.reference(a2, b2))
+        assert err <= 4 * get_scheme("int8_l4").unit_roundoff + 2 ** -23
+    np.testing.assert_array_equal(got, cuda_dot(a, b, "int8_l4") * np.float32(2.0 ** 86))
+
+
 def test_special_values_follow_fp32():
     a, b = T.operands("uniform(-1,1)", 40, 96, 24, seed=4)
     a[3, 5], a[7, 0], b[10, 2] = np.nan, np.inf, -np.inf

@@ -313,6 +313,52 @@ def test_common_case_is_one_conditional_around_both_kernels(monkeypatch):
     assert "jaxemu_mixpert" in calls and "jaxemu_mixpert_fallback" not in calls
 
 
+def test_product_decides_special_values_from_the_split(monkeypatch):
+    """mixpert_product's trace: the two splits, then one conditional (no
+    reduction over A or B of its own for the special values); its common
+    branch is the two kernels; the general branch holds the special-value
+    rules (a conditional of FP32's rule) and reuses the splits. With the
+    fallback kernel off, canonical_dot's special-value conditional."""
+    s = get_scheme("int8_l4")
+    a, b = jnp.zeros((1, 64, 200), jnp.float32), jnp.zeros((1, 200, 48), jnp.float32)
+    jaxpr = jax.make_jaxpr(lambda a, b: CM.mixpert_product(a, b, s))(a, b).jaxpr
+    top = [e.primitive.name for e in jaxpr.eqns]
+    reduced = [int(np.prod(v.aval.shape)) for e in jaxpr.eqns if e.primitive.name.startswith("reduce")
+               for v in e.invars]
+    assert top.count("cond") == 1 and "abs" not in top
+    assert reduced and max(reduced) <= a.size // 16  # the tiles' exponents and flags (32 values each) only
+    assert [e.params["target_name"] for e in jaxpr.eqns if e.primitive.name == "ffi_call"] == [
+        "jaxemu_mixpert_split"] * 2
+    general, common = jaxpr.eqns[top.index("cond")].params["branches"]
+    assert _ffi_calls(common.jaxpr) == ["jaxemu_mixpert", "jaxemu_mixpert_fallback"]
+    inner = [e for e in general.jaxpr.eqns if e.primitive.name == "cond"]
+    assert len(inner) == 1  # fp32_special_values' rule on the bound
+    with_specials, plain = (_ffi_calls(br.jaxpr) for br in inner[0].params["branches"])
+    assert with_specials.count("jaxemu_mixpert_split") == 2  # the finite parts, split again
+    assert "jaxemu_mixpert_split" not in plain and "jaxemu_mixpert" in plain  # the splits reused
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_FALLBACK", "0")
+    top = [e.primitive.name for e in jax.make_jaxpr(lambda a, b: CM.mixpert_product(a, b, s))(a, b).jaxpr.eqns]
+    assert "abs" in top and "ffi_call" not in top  # canonical_dot's max |A| first, the split in its branch
+
+
+def test_exponent_bound_bounds_the_maximum_and_flags_specials():
+    """2^max(E) >= max |x| for the split's exponents (xla.int8_tile_stats'
+    E, the split kernel's bit for bit on finite data), and E = 129 (a tile
+    with NaN or Inf in the split kernel) gives Inf, which fails
+    product_fits."""
+    s = get_scheme("int8_l4")
+    for law in ("uniform(-1,1)", "normal(0,1)", "wide-exp"):
+        a, b = T.operands(law, 16, 256, 8, seed=3)
+        _, ea, oka, _, eb, okb = tile_stats(a, b, s)
+        for x, e in ((a, ea), (b, eb)):
+            bound = float(CM.exponent_bound(e))
+            assert np.max(np.abs(x)) < bound <= 2 * np.max(np.abs(x))
+    assert np.isinf(CM.exponent_bound(jnp.array([[3, 129, 0]], jnp.int32)))
+    assert not bool(X.product_fits(CM.exponent_bound(jnp.array([129])), np.float32(1), 256))
+    assert bool(X.product_fits(CM.exponent_bound(jnp.array([40])), CM.exponent_bound(jnp.array([40])), 256))
+    assert not bool(X.product_fits(CM.exponent_bound(jnp.array([46])), CM.exponent_bound(jnp.array([46])), 256))
+
+
 @pytest.mark.parametrize("shape,size", [((5, 37), 4), ((3, 2, 50), 10), ((100,), 7), ((4, 9), 20), ((2, 1), 3)])
 def test_first_indices_is_nonzero_per_row(shape, size):
     rng = np.random.default_rng(sum(shape))

@@ -460,40 +460,90 @@ def fallback_route(bad_a, bad_b, s: Int8Split, kernel: bool = False):
     return jnp.where((n_rows == 0) & (n_cols == 0), 0, route)
 
 
-def mixpert_finite(a, b, s: Int8Split, amax=None):
-    """MixPert on finite canonical operands a (B, M, K), b (B, K, N): K
-    zero-padded to TILE_K (zero tiles add nothing), split by the split
-    kernel (or XLA's, $JAXEMU_CUDA_MIXPERT_SPLIT=0), the kernel's tile sums
-    (the xla backend's where an exponent is out of range) and the gathered
-    fallback; in the common case (exponents in range, kernel_fits) the
-    MixPert kernel and the fallback kernel in one branch."""
+def split_both(a, b, s: Int8Split):
+    """a (B, M, K) and b (B, K, N) with K zero-padded to TILE_K (zero tiles
+    add nothing), and the split kernel's (slices, tile exponents, flags) of
+    each."""
     a, b = xla_backend.pad_k(a, b, TILE_K)
+    return a, b, split(a, s, columns=False), split(b, s, columns=True)
+
+
+def general_sum(a, b, sa, sb, s: Int8Split):
+    """Any exponent, any fallback route: guarded_sum (the MixPert kernel, or
+    the xla backend's sum where an exponent is out of range) and
+    gathered_fallback's routes; sa, sb: split_both's."""
+    (a_p, ea, oka), (b_p, eb, okb) = sa, sb
+    c = guarded_sum(a_p, b_p, ea, oka, eb, okb, s)
+    return gathered_fallback(c, a, b, oka[..., None], okb[:, :, None, :], s, "cuda")
+
+
+def kernels_sum(a, b, sa, sb, s: Int8Split):
+    """The common case: the MixPert kernel, then the fallback kernel in
+    place on its C (where kernels_take)."""
+    (a_p, ea, oka), (b_p, eb, okb) = sa, sb
+    c = kernel_sum(a_p, b_p, *scale_factors(ea, oka, eb, okb, s))
+    return kernel_fallback(c, a, b, oka, okb)
+
+
+def kernels_take(a, sa, sb, s: Int8Split):
+    """Whether kernels_sum gives the product: every exponent in the
+    kernel's range and the fallback's tiles within kernel_fits."""
+    (_, ea, oka), (_, eb, okb) = sa, sb
+    return in_range(ea, oka, eb, okb) & kernel_takes(~oka, ~okb, a.shape[2] // s.ktile)
+
+
+def exponent_bound(e):
+    """2^max(E) over split's tile exponents E: a bound on max |x| (E =
+    floor(log2 max |x|) + 1 from the bits of |x|, ffi/mixpert/split.cuh),
+    and Inf where a tile holds NaN or Inf (their bits give E = 129; a
+    finite tile's E is at most 128)."""
+    return jnp.ldexp(np.float32(1.0), jnp.max(e))
+
+
+def mixpert_finite(a, b, s: Int8Split, amax=None):
+    """MixPert on finite canonical operands a (B, M, K), b (B, K, N) (the
+    special-value rules' product; mixpert_product's, where a switch is
+    off): split by the split kernel (or XLA's,
+    $JAXEMU_CUDA_MIXPERT_SPLIT=0), then kernels_sum where kernels_take,
+    general_sum elsewhere, through one conditional."""
     if not switches.enabled("mixpert_split"):
+        a, b = xla_backend.pad_k(a, b, TILE_K)
         return xla_backend.int8_split_dot(a, b, s, "cuda", tile_products=tile_products, fallback=gathered_fallback)
-    a_p, ea, oka = split(a, s, columns=False)
-    b_p, eb, okb = split(b, s, columns=True)
-
-    def general(_):  # any exponent, any fallback route
-        c = guarded_sum(a_p, b_p, ea, oka, eb, okb, s)
-        return gathered_fallback(c, a, b, oka[..., None], okb[:, :, None, :], s, "cuda")
-
+    a, b, sa, sb = split_both(a, b, s)
     if not switches.enabled("mixpert_fallback"):
-        return general(None)
-
-    def common(_):  # exponents in range, few tiles falling back: the two kernels
-        c = kernel_sum(a_p, b_p, *scale_factors(ea, oka, eb, okb, s))
-        return kernel_fallback(c, a, b, oka, okb)
-
+        return general_sum(a, b, sa, sb, s)
     # One conditional around both kernels, not one around each: one host
     # round trip fewer, and C is made inside the branch that adds the
     # fallback to it in place. (Made outside, XLA copied C into the
     # conditional's result after the in-place call: 0.13 ms at 8192^3 on an
     # H200, stop 48.)
-    nt = a.shape[2] // s.ktile
-    return lax.cond(in_range(ea, oka, eb, okb) & kernel_takes(~oka, ~okb, nt), common, general, None)
+    return lax.cond(kernels_take(a, sa, sb, s), lambda: kernels_sum(a, b, sa, sb, s),
+                    lambda: general_sum(a, b, sa, sb, s))
 
 
 def mixpert_product(a, b, s: Int8Split):
-    """The cuda backend's concrete product for MixPert levels: the xla
-    backend's special-value rules around mixpert_finite."""
-    return xla_backend.canonical_dot(a, b, s, "cuda", finite=mixpert_finite)
+    """The cuda backend's concrete product for MixPert levels, with the xla
+    backend's special-value rules. One conditional decides everything in
+    the common case: the split runs first, and its tile exponents bound max
+    |A| and max |B| (exponent_bound: Inf where NaN or Inf) for
+    xla.product_fits, in place of two reductions over A and B and a
+    conditional of their own (0.125 ms and a host round trip at 8192^3 on
+    an H200; at 2048^3 the round trip is ~20 % of the product, stop 48).
+    The bound is at most 4x max |A| max |B|: a product within 4x of the
+    fits bound (2^100 / K) takes the general branch, which applies the
+    exact rule (fp32_special_values) and reuses the split."""
+    if a.size == 0 or b.size == 0 or not (switches.enabled("mixpert_split")
+                                          and switches.enabled("mixpert_fallback")):
+        return xla_backend.canonical_dot(a, b, s, "cuda", finite=mixpert_finite)
+    x, y, sa, sb = split_both(a, b, s)
+    fits = xla_backend.product_fits(exponent_bound(sa[1]), exponent_bound(sb[1]), a.shape[2])
+
+    def common():
+        return kernels_sum(x, y, sa, sb, s)
+
+    def general():  # (with_specials re-splits the finite parts; plain reuses the split)
+        return xla_backend.fp32_special_values(lambda a0, b0: mixpert_finite(a0, b0, s), a, b, "cuda", fits=fits,
+                                               plain=lambda: general_sum(x, y, sa, sb, s))
+
+    take = fits & kernels_take(x, sa, sb, s)
+    return xla_backend.one_of(take.astype(np.int32), [general, common], (), xla_backend.product_shape(a, b))
