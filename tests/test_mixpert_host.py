@@ -317,7 +317,8 @@ def test_product_decides_special_values_from_the_split(monkeypatch):
     """mixpert_product's trace: the two splits, then one conditional (no
     reduction over A or B of its own for the special values); its common
     branch is the two kernels; the general branch holds the special-value
-    rules (a conditional of FP32's rule) and reuses the splits. With the
+    rules (a conditional on FP32's rule, from the maxima of A and B) and
+    reuses the splits where it holds. With the
     fallback kernel off, canonical_dot's special-value conditional."""
     s = get_scheme("int8_l4")
     a, b = jnp.zeros((1, 64, 200), jnp.float32), jnp.zeros((1, 200, 48), jnp.float32)
@@ -332,7 +333,8 @@ def test_product_decides_special_values_from_the_split(monkeypatch):
     general, common = jaxpr.eqns[top.index("cond")].params["branches"]
     assert _ffi_calls(common.jaxpr) == ["jaxemu_mixpert", "jaxemu_mixpert_fallback"]
     inner = [e for e in general.jaxpr.eqns if e.primitive.name == "cond"]
-    assert len(inner) == 1  # fp32_special_values' rule on the bound
+    assert len(inner) == 1  # fp32_special_values' rule, on max |A| and max |B|
+    assert "abs" in [e.primitive.name for e in general.jaxpr.eqns]
     with_specials, plain = (_ffi_calls(br.jaxpr) for br in inner[0].params["branches"])
     assert with_specials.count("jaxemu_mixpert_split") == 2  # the finite parts, split again
     assert "jaxemu_mixpert_split" not in plain and "jaxemu_mixpert" in plain  # the splits reused

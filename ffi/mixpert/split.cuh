@@ -48,7 +48,7 @@ struct TileSplit {
     const int emax = floor_log2(amax);
     e = amax ? emax + 1 : 0;
     ok = amax == 0 || emax - floor_log2(amin == kNoNonzero ? amax : amin) <= max_spread;
-    const int t = 6 - e, t1 = t / 2;  // t in [-122, 154]: both halves within float's range
+    const int t = 6 - e, t1 = t / 2;  // t in [-123, 154] (-123: NaN/Inf, E = 129): both halves within float's range
     f1 = fused::pow2f(t1);
     f2 = fused::pow2f(t - t1);
   }

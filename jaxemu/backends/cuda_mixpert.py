@@ -529,9 +529,11 @@ def mixpert_product(a, b, s: Int8Split):
     xla.product_fits, in place of two reductions over A and B and a
     conditional of their own (0.125 ms and a host round trip at 8192^3 on
     an H200; at 2048^3 the round trip is ~20 % of the product, stop 48).
-    The bound is at most 4x max |A| max |B|: a product within 4x of the
-    fits bound (2^100 / K) takes the general branch, which applies the
-    exact rule (fp32_special_values) and reuses the split."""
+    The bound exceeds max |x| by up to 2x (more where max |x| < 1/2: a tile
+    of zeros, K's padding too, has E = 0), so a product near the fits rule
+    can fail it on the bound and take the general branch, which applies
+    FP32's rule on the maxima themselves (fp32_special_values, their
+    reductions only there) and reuses the split where it holds."""
     if a.size == 0 or b.size == 0 or not (switches.enabled("mixpert_split")
                                           and switches.enabled("mixpert_fallback")):
         return xla_backend.canonical_dot(a, b, s, "cuda", finite=mixpert_finite)
@@ -542,7 +544,8 @@ def mixpert_product(a, b, s: Int8Split):
         return kernels_sum(x, y, sa, sb, s)
 
     def general():  # (with_specials re-splits the finite parts; plain reuses the split)
-        return xla_backend.fp32_special_values(lambda a0, b0: mixpert_finite(a0, b0, s), a, b, "cuda", fits=fits,
+        exact = xla_backend.product_fits(jnp.max(jnp.abs(a)), jnp.max(jnp.abs(b)), a.shape[2])
+        return xla_backend.fp32_special_values(lambda a0, b0: mixpert_finite(a0, b0, s), a, b, "cuda", fits=exact,
                                                plain=lambda: general_sum(x, y, sa, sb, s))
 
     take = fits & kernels_take(x, sa, sb, s)
