@@ -54,6 +54,8 @@ if [ -n "${CUDA_INT8_TESTS:-}" ]; then  # the int8 schemes of tests/test_cuda.py
     | tee "$OUT/test_cuda_int8_schemes.log" | tail -5
 fi
 if [ -n "${NCU:-}" ]; then
+  # (No autotuning and no command buffers under ncu: with them the process segfaulted, stop 49.)
+  XLA_FLAGS="--xla_gpu_autotune_level=0 --xla_gpu_enable_command_buffer=" \
   XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_PLATFORMS=cuda,cpu timeout 200 ncu --clock-control none --kernel-name "regex:mixpert_kernel|split_rows|split_columns|fallback_" \
     --launch-count 5 --metrics gpu__time_duration.sum,lts__t_bytes.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,\
 sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,\
