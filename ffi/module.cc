@@ -656,9 +656,12 @@ XLA_FFI_DEFINE_HANDLER(kMixpertSplit, MixpertSplitImpl,
 // MixPert's float fallback (mixpert/params.h: FallbackProblem), in place:
 // c (L, M, N) float32 (aliased to the result), a (L, M, K) and b (L, K, N)
 // float32, A's flags (L, M, K/32) and B's transposed flags (L, N, K/32)
-// uint8 -> c plus the fallback tiles' products.
+// uint8; where rows_tiles (columns_tiles) is set, A's flags transposed
+// (L, K/32, Mp) (B's flags (L, K/32, Np)) uint8, padded with 1 to a multiple
+// of 16, else any uint8 array (unread) -> c plus the fallback tiles' products.
 ffi::Error MixpertFallbackImpl(cudaStream_t stream, ffi::AnyBuffer c_in, ffi::AnyBuffer a, ffi::AnyBuffer b,
-                               ffi::AnyBuffer ok_a, ffi::AnyBuffer ok_bt, ffi::Result<ffi::AnyBuffer> c) {
+                               ffi::AnyBuffer ok_a, ffi::AnyBuffer ok_bt, ffi::AnyBuffer ok_at, ffi::AnyBuffer ok_b,
+                               ffi::Result<ffi::AnyBuffer> c, int64_t rows_tiles, int64_t columns_tiles) {
   auto dci = c_in.dimensions(), da = a.dimensions(), db = b.dimensions(), dfa = ok_a.dimensions(),
        dfb = ok_bt.dimensions(), dc = c->dimensions();
   if (c_in.element_type() != ffi::DataType::F32 || a.element_type() != ffi::DataType::F32 ||
@@ -676,12 +679,28 @@ ffi::Error MixpertFallbackImpl(cudaStream_t stream, ffi::AnyBuffer c_in, ffi::An
         "jaxemu mixpert fallback: expected C (L, M, N), A (L, M, K), B (L, K, N), A's flags (L, M, K/32), B's "
         "transposed flags (L, N, K/32); got " + shape_str(dci) + ", " + shape_str(da) + ", " + shape_str(db) + ", " +
         shape_str(dfa) + ", " + shape_str(dfb));
+  auto padded = [](int64_t x) { return (x + mixpert::kFlagPad - 1) / mixpert::kFlagPad * mixpert::kFlagPad; };
+  auto transposed_ok = [&](ffi::AnyBuffer f, int64_t lines) {
+    auto d = f.dimensions();
+    return f.element_type() == ffi::DataType::U8 && d.size() == 3 && d[0] == da[0] && d[1] == da[2] / tile &&
+           d[2] == padded(lines);
+  };
+  if (rows_tiles && !transposed_ok(ok_at, da[1]))
+    return ffi::Error::InvalidArgument("jaxemu mixpert fallback: expected A's transposed flags (L, K/32, Mp) uint8, "
+                                       "Mp = M rounded up to 16; got " + shape_str(ok_at.dimensions()));
+  if (columns_tiles && !transposed_ok(ok_b, db[2]))
+    return ffi::Error::InvalidArgument("jaxemu mixpert fallback: expected B's flags (L, K/32, Np) uint8, "
+                                       "Np = N rounded up to 16; got " + shape_str(ok_b.dimensions()));
   mixpert::FallbackProblem p;
   p.c = static_cast<float*>(c->untyped_data());
   p.a = static_cast<const float*>(a.untyped_data());
   p.b = static_cast<const float*>(b.untyped_data());
   p.ok_a = static_cast<const uint8_t*>(ok_a.untyped_data());
   p.ok_bt = static_cast<const uint8_t*>(ok_bt.untyped_data());
+  p.rows_tiles = rows_tiles != 0;
+  p.columns_tiles = columns_tiles != 0;
+  if (p.rows_tiles) p.ok_at = static_cast<const uint8_t*>(ok_at.untyped_data());
+  if (p.columns_tiles) p.ok_b = static_cast<const uint8_t*>(ok_b.untyped_data());
   p.batch = da[0];
   p.m = da[1];
   p.n = db[2];
@@ -706,7 +725,11 @@ XLA_FFI_DEFINE_HANDLER(kMixpertFallback, MixpertFallbackImpl,
                            .Arg<ffi::AnyBuffer>()   // b: (L, K, N) float32
                            .Arg<ffi::AnyBuffer>()   // ok_a: (L, M, K/32) uint8
                            .Arg<ffi::AnyBuffer>()   // ok_bt: (L, N, K/32) uint8
-                           .Ret<ffi::AnyBuffer>());  // c: (L, M, N) float32
+                           .Arg<ffi::AnyBuffer>()   // ok_at: (L, K/32, Mp) uint8 (read where rows_tiles)
+                           .Arg<ffi::AnyBuffer>()   // ok_b: (L, K/32, Np) uint8 (read where columns_tiles)
+                           .Ret<ffi::AnyBuffer>()   // c: (L, M, N) float32
+                           .Attr<int64_t>("rows_tiles")
+                           .Attr<int64_t>("columns_tiles"));
 
 template <typename T>
 nb::capsule capsule(T* fn) {

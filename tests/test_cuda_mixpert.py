@@ -203,6 +203,44 @@ def test_fallback_kernel_is_the_fallback(m, k, n, batch, n_bad, hot):
     np.testing.assert_array_equal(got, np.asarray(fallback(c, a3, b3, oka, okb)))
 
 
+@pytest.mark.parametrize("m,k,n,batch,n_bad,hot", [
+    (2048, 2048, 2304, 1, 400, 7), (9000, 256, 40, 1, 300, 8999), (40, 512, 9000, 2, 200, None),
+    (300, 1024, 1000, 1, 40, 299), (1, 128, 5, 1, 1, None)])
+def test_fallback_tiles_are_the_line_by_line_bits(monkeypatch, m, k, n, batch, n_bad, hot):
+    """The fallback kernel's K-tile by K-tile path (single-flag lines, a
+    block per K-tile: $JAXEMU_CUDA_MIXPERT_FALLBACK_TILES=1, both sides)
+    against its line-by-line path on the same flags: the same bits (the same
+    FMA chains), with many lines sharing a K-tile, lines of several flagged
+    tiles, a row whose every tile falls back, several scan segments (M or
+    N = 9000), a batch and tiny sizes; and within FP32's error of the
+    float64 fallback sum; reruns bit-identical."""
+    s = get_scheme("int8_l4")
+    pairs = [_scattered(*T.operands("normal(0,1)", m, k, n, seed=41 + i), n_bad, seed=7 + i, hot_row=hot)
+             for i in range(batch)]
+    a3 = jnp.asarray(np.stack([p[0] for p in pairs]))
+    b3 = jnp.asarray(np.stack([p[1] for p in pairs]))
+    oka, okb = CM.split(a3, s, False)[2], CM.split(b3, s, True)[2]
+    c = jnp.asarray(np.random.default_rng(2).standard_normal((batch, m, n)), jnp.float32)
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_FALLBACK_TILES", "0")
+    assert CM.fallback_tiles(m, n, k // 32) == (False, False)
+    lines = np.asarray(jax.jit(lambda *x: CM.kernel_fallback(*x))(c, a3, b3, oka, okb))
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_FALLBACK_TILES", "1")
+    assert CM.fallback_tiles(m, n, k // 32) == (True, True)
+    tiles = jax.jit(lambda *x: CM.kernel_fallback(*x))  # (a fresh function: the switch is read while tracing)
+    got = np.asarray(tiles(c, a3, b3, oka, okb))
+    np.testing.assert_array_equal(got, lines)
+    np.testing.assert_array_equal(got, np.asarray(tiles(c, a3, b3, oka, okb)))
+    a64, b64, c64 = np.asarray(a3, np.float64), np.asarray(b3, np.float64), np.asarray(c, np.float64)
+    ma = np.repeat(~np.asarray(oka), 32, axis=2)
+    mb = np.repeat(~np.asarray(okb), 32, axis=1)
+    want = c64 + np.where(ma, a64, 0) @ b64 + np.where(ma, 0, a64) @ np.where(mb, b64, 0)
+    scale = np.abs(a64) @ np.abs(b64) + np.abs(c64)
+    assert np.max(np.abs(got - want) / scale) < 2.0 ** -20
+    assert np.any(got != np.asarray(c))
+    single = np.sum(~np.asarray(oka), axis=2) == 1
+    assert np.any(single)  # the tile path had lines to take
+
+
 def test_scattered_fallback_tiles_go_to_the_fallback_kernel(monkeypatch):
     """Tiles falling back scattered over K (a few per K-tile, as on real
     data), some pairs of A's and B's in one K-tile: the product through the

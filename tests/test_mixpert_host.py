@@ -313,6 +313,37 @@ def test_common_case_is_one_conditional_around_both_kernels(monkeypatch):
     assert "jaxemu_mixpert" in calls and "jaxemu_mixpert_fallback" not in calls
 
 
+def test_fallback_tiles_policy_and_operands(monkeypatch):
+    """fallback_tiles (no GPU needed): by default both sides where M and N
+    are at least TILES_MIN_LINES and K at most TILES_MAX_NT K-tiles, both
+    everywhere with the switch at "1", neither at "0"; the fallback's FFI
+    call gets A's flags
+    transposed and B's flags, padded with 1 to FLAG_PAD lines, only for the
+    sides that go tile by tile (an unread placeholder otherwise). (A fresh
+    function per trace: the switch is read while tracing.)"""
+    monkeypatch.delenv("JAXEMU_CUDA_MIXPERT_FALLBACK_TILES", raising=False)
+    assert CM.fallback_tiles(8192, 8192, 256) == (True, True)
+    assert CM.fallback_tiles(8192, 262144, 4) == (True, True)  # kNN's distances
+    assert CM.fallback_tiles(1024, 256, 32768) == (False, False)  # the k-means update
+    assert CM.fallback_tiles(1 << 20, 1024, 8) == (False, False)  # its distances
+    assert CM.fallback_tiles(8192, 8192, CM.TILES_MAX_NT + 4) == (False, False)
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_FALLBACK_TILES", "1")
+    assert CM.fallback_tiles(3, 5, 1 << 15) == (True, True)
+    c, a, b = jnp.zeros((2, 37, 23)), jnp.zeros((2, 37, 256)), jnp.zeros((2, 256, 23))
+    oka, okb = jnp.ones((2, 37, 8), bool), jnp.ones((2, 8, 23), bool)
+    eqn, = [e for e in jax.make_jaxpr(lambda *x: CM.kernel_fallback(*x))(c, a, b, oka, okb).jaxpr.eqns
+            if e.primitive.name == "ffi_call"]
+    shapes = [v.aval.shape for v in eqn.invars]
+    assert shapes[5:] == [(2, 8, 48), (2, 8, 32)]
+    assert dict(eqn.params["attributes"]) == {"rows_tiles": 1, "columns_tiles": 1}
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_FALLBACK_TILES", "0")
+    assert CM.fallback_tiles(8192, 8192, 256) == (False, False)
+    eqn, = [e for e in jax.make_jaxpr(lambda *x: CM.kernel_fallback(*x))(c, a, b, oka, okb).jaxpr.eqns
+            if e.primitive.name == "ffi_call"]
+    assert [v.aval.shape for v in eqn.invars][5:] == [(1,), (1,)]
+    assert dict(eqn.params["attributes"]) == {"rows_tiles": 0, "columns_tiles": 0}
+
+
 def test_product_decides_special_values_from_the_split(monkeypatch):
     """mixpert_product's trace: the two splits, then one conditional (no
     reduction over A or B of its own for the special values); its common

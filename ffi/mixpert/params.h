@@ -77,15 +77,26 @@ struct SplitProblem {
 //   a:     (L, M, K) float32, b: (L, K, N) float32 (finite; K a multiple of TK)
 //   ok_a:  (L, M, K / 32) uint8, 1 where A's tile is in the fixed-point sum
 //   ok_bt: (L, N, K / 32) uint8, B's flags transposed (a column's contiguous)
+//   rows_tiles (columns_tiles): the rows of A (columns of B) with exactly one
+//          flagged tile go K-tile by K-tile (fallback.cuh), which needs
+//   ok_at: (L, K / 32, Mp) uint8, A's flags transposed (a K-tile's rows
+//          contiguous), Mp = M rounded up to kFlagPad, padded with 1;
+//   ok_b:  (L, K / 32, Np) uint8, B's flags likewise (a K-tile's columns
+//          contiguous). Either may be null where its side is off.
 // Every element of C is added to once per side, in a fixed order (the rows
 // side, then the columns side): the result is deterministic.
+constexpr int kFlagPad = 16;  // ok_at / ok_b rows padded to this many bytes (16-byte loads)
+
 struct FallbackProblem {
   float* c = nullptr;
   const float* a = nullptr;
   const float* b = nullptr;
   const uint8_t* ok_a = nullptr;
   const uint8_t* ok_bt = nullptr;
+  const uint8_t* ok_at = nullptr;
+  const uint8_t* ok_b = nullptr;
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  bool rows_tiles = false, columns_tiles = false;
 };
 
 }  // namespace mixpert
