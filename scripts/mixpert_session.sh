@@ -9,13 +9,21 @@
 # SGEMM in the same run); scripts/fallback_probe.py (the fallback's parts);
 # CUDA_INT8_TESTS=<s>: the
 # int8 schemes' tests in tests/test_cuda.py, within s seconds; then, with
-# NCU=1, ncu's tensor-pipe use, DRAM throughput and stall reasons of the
-# kernel at 8192^3 (int8_l4). QUICK=1: after the timeline, only int8_l1/l4 and
-# fp16x3 against SGEMM at 2048^3 and 8192^3 (python -m jaxemu.bench), no probes
-# (QUICK=1 NCU=1: then ncu, the fallback kernels included).
+# NCU=1, the kernels without JAX (tests/native/kernel_check.cu --time-mixpert,
+# built beside the wheel): their times, then ncu on one launch of the
+# MixPert kernel and of each fallback kernel at 8192^3 (int8_l4, normal data).
+# QUICK=1: after the timeline, only int8_l1/l4 and fp16x3 against SGEMM at
+# 2048^3 and 8192^3 (python -m jaxemu.bench), no probes.
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"
 mkdir -p "$OUT"
+if [ -n "${NCU:-}" ]; then  # tests/native/kernel_check.cu, built beside the wheel (as scripts/sanitize_kernels.sh builds it)
+  mkdir -p "$OUT/kernel_check"
+  (cmake -S . -B build/kernel-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DJAXEMU_CUDA=ON -DJAXEMU_KERNEL_CHECK=ON \
+     -DJAXEMU_CUTLASS_DIR="$PWD/.cutlass" -DPython_EXECUTABLE="$(command -v python3)" > "$OUT/kernel_check/cmake.log" 2>&1 \
+   && timeout 500 cmake --build build/kernel-check --target jaxemu_kernel_check -j 8 > "$OUT/kernel_check/build.log" 2>&1) &
+  KC_BUILD=$!
+fi
 STEPS=build bash scripts/gpu_session.sh > "$OUT/build_session.log" 2>&1 || { tail -30 "$OUT/build_session.log"; exit 1; }
 grep "^build:" "$OUT/build_session.log"
 # The file in two processes (~140 s each on an H200, stop 47; one process took over 230 s).
@@ -54,16 +62,24 @@ if [ -n "${CUDA_INT8_TESTS:-}" ]; then  # the int8 schemes of tests/test_cuda.py
     | tee "$OUT/test_cuda_int8_schemes.log" | tail -5
 fi
 if [ -n "${NCU:-}" ]; then
-  # (No autotuning and no command buffers under ncu: with them the process segfaulted, stop 49.)
-  XLA_FLAGS="--xla_gpu_autotune_level=0 --xla_gpu_enable_command_buffer=" \
-  XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_PLATFORMS=cuda,cpu timeout 200 ncu --clock-control none --kernel-name "regex:mixpert_kernel|split_rows|split_columns|fallback_" \
-    --launch-count 5 --metrics gpu__time_duration.sum,lts__t_bytes.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,\
-sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,\
-sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_wait_per_warp_active.pct,\
-smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_barrier_per_warp_active.pct,\
-smsp__issue_active.avg.pct_of_peak_sustained_active \
-    python3 -c "import jax, jaxemu; from jaxemu import testing as T
-a, b = (jax.device_put(v) for v in T.operands('normal(0,1)', 8192, 8192, 8192, 0))
-jax.jit(jaxemu.emulate(lambda a, b: a @ b, scheme='int8_l4'))(a, b).block_until_ready()" > "$OUT/ncu_mixpert.txt" 2>&1
-  grep -E "mixpert_kernel|split_rows|split_columns|fallback_|lts__|gpu__time|dram__|tensor_op|pipe_alu|pipe_fma|stalled|issue_active" "$OUT/ncu_mixpert.txt" | head -60
+  # Without JAX: ncu segfaulted on JAX's int8_l4 product (stop 49), so the
+  # kernels run from tests/native/kernel_check.cu (--time-mixpert: the split's
+  # real flags, the MixPert kernel, the fallback line by line and with tiles).
+  wait "$KC_BUILD" || { grep -E "error" "$OUT/kernel_check/build.log" | head -20; exit 1; }
+  KC=build/kernel-check/ffi/jaxemu_kernel_check
+  for spec in 1x8192x8192x8192 1x8192x8192x8192:normal 1x8192x8192x8192:2x2 1x2048x2048x2048; do
+    timeout 60 "$KC" --time-mixpert "$spec"
+  done | tee "$OUT/time_mixpert.txt"
+  # One launch of each kernel after a warm-up (fallback_*_kernel: the line-by-line
+  # mode's; the tile mode's come 11 launches later).
+  for k in mixpert_kernel fallback_rows_tiles fallback_columns_tiles fallback_rows_kernel fallback_columns_kernel; do
+    timeout 120 ncu --clock-control none -k "regex:$k" --launch-skip 1 --launch-count 1 \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
+      --metrics sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum,dram__bytes_read.sum \
+      "$KC" --time-mixpert 1x8192x8192x8192:normal > "$OUT/ncu_$k.txt" 2>&1
+    echo "== $k"
+    grep -E "Duration|Throughput|imma|lts__t_bytes|dram__bytes|Issue Slots|Executed Ipc|Warp Cycles Per Issued|Achieved Occupancy|Registers Per|Stall|Eligible|No Eligible" \
+      "$OUT/ncu_$k.txt" | head -30
+  done
 fi

@@ -20,6 +20,7 @@
 // runs it under the sanitizer's tools); prints one line per case.
 //
 //   jaxemu_kernel_check [--list] [--family fused|f32|int8|residues|split|crt] [--start N] [--count N]
+//   jaxemu_kernel_check --time-f32 BxMxKxN | --time-mixpert BxMxKxN[:SAxSB][:normal]  (timing only)
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -38,6 +39,7 @@
 #include "fused.h"
 #include "int8.h"
 #include "int8/crt.cuh"
+#include "mixpert.h"
 #include "int8/residues.cuh"
 #include "fused/f32_terms.h"
 #include "fused/split.cuh"
@@ -1116,6 +1118,134 @@ int time_f32(const std::string& spec) {
   return 0;
 }
 
+// --time-mixpert BxMxKxN[:SAxSB][:normal]: MixPert's kernels without XLA,
+// for timing and for ncu (which crashed on JAX's int8_l4 product: stop 49):
+// the split of A and of B (uniform(-1, 1) data, or normal(0, 1)), the
+// MixPert kernel (SA x SB slices: 3x3 is int8_l4, 2x2 int8_l1) and the float
+// fallback line by line and with its K-tile by K-tile kernels, on the split's
+// own flags; mean of 10 launches each after one warm-up. The scale factors
+// are 2^(E - 20) (0 where a tile falls back), not the product's: the time
+// does not depend on them, and C is not checked here (tests/
+// test_cuda_mixpert.py checks the product).
+//   ncu --kernel-name regex:mixpert_kernel --launch-skip 1 --launch-count 1 \
+//       jaxemu_kernel_check --time-mixpert 1x8192x8192x8192
+int time_mixpert(const std::string& spec) {
+  long long bsz = 0, m = 0, k = 0, n = 0;
+  int sa = 3, sb = 3;
+  if (std::sscanf(spec.c_str(), "%lldx%lldx%lldx%lld", &bsz, &m, &k, &n) != 4 || bsz < 1 || m < 1 || n < 1 ||
+      k < 1 || k % mixpert::kTileK) {
+    std::fprintf(stderr, "--time-mixpert BxMxKxN[:SAxSB][:normal], K a multiple of %d\n", mixpert::kTileK);
+    return 2;
+  }
+  const size_t colon = spec.find(':');
+  if (colon != std::string::npos && std::sscanf(spec.c_str() + colon + 1, "%dx%d", &sa, &sb) != 2) sa = sb = 3;
+  const bool normal = spec.find(":normal") != std::string::npos;
+  const int64_t nt = k / mixpert::kScaleTile;
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::vector<float> a(size_t(bsz * m * k)), b(size_t(bsz * k * n));
+  for (auto& x : a) x = normal ? g(rng) : u(rng);
+  for (auto& x : b) x = normal ? g(rng) : u(rng);
+  Device da(a.size() * 4), db(b.size() * 4), dc(size_t(bsz * m * n) * 4);
+  upload(da, a);
+  upload(db, b);
+  Device sl_a(size_t(bsz * m * k * sa)), sl_b(size_t(bsz * n * k * sb));
+  Device ex_a(size_t(bsz * m * nt) * 4), ex_b(size_t(bsz * nt * n) * 4);
+  Device ok_a(size_t(bsz * m * nt)), ok_b(size_t(bsz * nt * n));
+  mixpert::SplitProblem split_a, split_b;
+  split_a.x = static_cast<const float*>(da.ptr), split_a.slices = static_cast<int8_t*>(sl_a.ptr);
+  split_a.exps = static_cast<int32_t*>(ex_a.ptr), split_a.ok = static_cast<uint8_t*>(ok_a.ptr);
+  split_a.rows = m, split_a.k = k, split_a.batch = bsz, split_a.s = sa;
+  split_b.x = static_cast<const float*>(db.ptr), split_b.slices = static_cast<int8_t*>(sl_b.ptr);
+  split_b.exps = static_cast<int32_t*>(ex_b.ptr), split_b.ok = static_cast<uint8_t*>(ok_b.ptr);
+  split_b.rows = n, split_b.k = k, split_b.batch = bsz, split_b.s = sb, split_b.columns = true;
+  auto split_once = [&] {
+    std::string why = mixpert::run(split_a, nullptr);
+    if (why.empty()) why = mixpert::run(split_b, nullptr);
+    return why;
+  };
+  if (std::string why = split_once(); !why.empty()) {
+    std::printf("split: %s\n", why.c_str());
+    return 1;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  // The scale factors, and the flags in the fallback's layouts (host side).
+  const auto fa = download<uint8_t>(ok_a, size_t(bsz * m * nt)), fb = download<uint8_t>(ok_b, size_t(bsz * nt * n));
+  const auto ea2 = download<int32_t>(ex_a, fa.size()), eb2 = download<int32_t>(ex_b, fb.size());
+  const int64_t mp = (m + mixpert::kScaleAlign - 1) / mixpert::kScaleAlign * mixpert::kScaleAlign;
+  const int64_t np = (n + mixpert::kScaleAlign - 1) / mixpert::kScaleAlign * mixpert::kScaleAlign;
+  const int64_t mf = (m + mixpert::kFlagPad - 1) / mixpert::kFlagPad * mixpert::kFlagPad;
+  const int64_t nf = (n + mixpert::kFlagPad - 1) / mixpert::kFlagPad * mixpert::kFlagPad;
+  std::vector<float> scale_a(size_t(bsz * nt * mp), 0.f), scale_b(size_t(bsz * nt * np), 0.f);
+  std::vector<uint8_t> flags_bt(size_t(bsz * n * nt)), flags_at(size_t(bsz * nt * mf), 1), flags_b(size_t(bsz * nt * nf), 1);
+  long long bad_a = 0, bad_b = 0;
+  for (int64_t l = 0; l < bsz; ++l)
+    for (int64_t t = 0; t < nt; ++t) {
+      for (int64_t i = 0; i < m; ++i) {
+        const size_t src = size_t((l * m + i) * nt + t);
+        scale_a[size_t((l * nt + t) * mp + i)] = fa[src] ? std::ldexp(1.f, std::max(-100, ea2[src] - 20)) : 0.f;
+        flags_at[size_t((l * nt + t) * mf + i)] = fa[src];
+        bad_a += !fa[src];
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const size_t src = size_t((l * nt + t) * n + j);
+        scale_b[size_t((l * nt + t) * np + j)] = fb[src] ? std::ldexp(1.f, std::max(-100, eb2[src] - 20)) : 0.f;
+        flags_bt[size_t((l * n + j) * nt + t)] = fb[src];
+        flags_b[size_t((l * nt + t) * nf + j)] = fb[src];
+        bad_b += !fb[src];
+      }
+    }
+  Device ds_a(scale_a.size() * 4), ds_b(scale_b.size() * 4), d_bt(flags_bt.size()), d_at(flags_at.size()),
+      d_bp(flags_b.size());
+  upload(ds_a, scale_a);
+  upload(ds_b, scale_b);
+  upload(d_bt, flags_bt);
+  upload(d_at, flags_at);
+  upload(d_bp, flags_b);
+  mixpert::Problem p;
+  p.a = static_cast<const int8_t*>(sl_a.ptr), p.b = static_cast<const int8_t*>(sl_b.ptr);
+  p.scale_a = static_cast<const float*>(ds_a.ptr), p.scale_b = static_cast<const float*>(ds_b.ptr);
+  p.c = static_cast<float*>(dc.ptr);
+  p.m = m, p.n = n, p.k = k, p.batch = bsz, p.sa = sa, p.sb = sb;
+  mixpert::FallbackProblem f;
+  f.c = static_cast<float*>(dc.ptr), f.a = static_cast<const float*>(da.ptr), f.b = static_cast<const float*>(db.ptr);
+  f.ok_a = static_cast<const uint8_t*>(ok_a.ptr), f.ok_bt = static_cast<const uint8_t*>(d_bt.ptr);
+  f.ok_at = static_cast<const uint8_t*>(d_at.ptr), f.ok_b = static_cast<const uint8_t*>(d_bp.ptr);
+  f.m = m, f.n = n, f.k = k, f.batch = bsz;
+  mixpert::FallbackProblem tiles = f;
+  tiles.rows_tiles = tiles.columns_tiles = true;
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  auto time = [&](const char* what, auto&& launch) {
+    if (std::string why = launch(); !why.empty()) {
+      std::printf("%s: %s\n", what, why.c_str());
+      std::exit(1);
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const int reps = 10;
+    CHECK_CUDA(cudaEventRecord(e0));
+    for (int r = 0; r < reps; ++r) launch();
+    CHECK_CUDA(cudaEventRecord(e1));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    return double(ms) / reps;
+  };
+  const double t_split = time("split", split_once);
+  const double t_kernel = time("kernel", [&] { return mixpert::run(p, nullptr); });
+  const double t_lines = time("fallback", [&] { return mixpert::run(f, nullptr); });
+  const double t_tiles = time("fallback tiles", [&] { return mixpert::run(tiles, nullptr); });
+  const double ops = 2.0 * double(bsz) * double(m) * double(n) * double(k);
+  std::printf("%s %dx%d %s: split %.3f ms, kernel %.3f ms (%.0f emulated TFLOP/s, %.0f int8 TOP/s), fallback %.3f ms "
+              "line by line, %.3f ms with tiles; %.4f %% of A's tiles and %.4f %% of B's fall back\n",
+              spec.substr(0, spec.find(':')).c_str(), sa, sb, normal ? "normal(0,1)" : "uniform(-1,1)", t_split,
+              t_kernel, ops / t_kernel * 1e-9, ops * sa * sb / t_kernel * 1e-9, t_lines, t_tiles,
+              100.0 * double(bad_a) / double(bsz * m * nt), 100.0 * double(bad_b) / double(bsz * nt * n));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::string family;
   bool list = false;
@@ -1127,9 +1257,10 @@ int main(int argc, char** argv) {
     else if (a == "--start" && i + 1 < argc) start = std::atol(argv[++i]);
     else if (a == "--count" && i + 1 < argc) count = std::atol(argv[++i]);
     else if (a == "--time-f32" && i + 1 < argc) return time_f32(argv[++i]);
+    else if (a == "--time-mixpert" && i + 1 < argc) return time_mixpert(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--list] [--family fused|f32|int8|residues|split|crt] [--start N] [--count N] "
-                   "| --time-f32 BxMxKxN\n",
+                   "| --time-f32 BxMxKxN | --time-mixpert BxMxKxN[:SAxSB][:normal]\n",
                    argv[0]);
       return 2;
     }
