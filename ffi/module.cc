@@ -679,11 +679,10 @@ ffi::Error MixpertFallbackImpl(cudaStream_t stream, ffi::AnyBuffer c_in, ffi::An
         "jaxemu mixpert fallback: expected C (L, M, N), A (L, M, K), B (L, K, N), A's flags (L, M, K/32), B's "
         "transposed flags (L, N, K/32); got " + shape_str(dci) + ", " + shape_str(da) + ", " + shape_str(db) + ", " +
         shape_str(dfa) + ", " + shape_str(dfb));
-  auto padded = [](int64_t x) { return (x + mixpert::kFlagPad - 1) / mixpert::kFlagPad * mixpert::kFlagPad; };
   auto transposed_ok = [&](ffi::AnyBuffer f, int64_t lines) {
     auto d = f.dimensions();
     return f.element_type() == ffi::DataType::U8 && d.size() == 3 && d[0] == da[0] && d[1] == da[2] / tile &&
-           d[2] == padded(lines);
+           d[2] == mixpert::padded_flags(lines);
   };
   if (rows_tiles && !transposed_ok(ok_at, da[1]))
     return ffi::Error::InvalidArgument("jaxemu mixpert fallback: expected A's transposed flags (L, K/32, Mp) uint8, "

@@ -9,6 +9,7 @@
 #   TOOLS=memcheck FAMILY=int8 scripts/sanitize_kernels.sh
 #   OUT=dir JOBS=16 scripts/sanitize_kernels.sh
 #   TOOLS=initcheck FAMILY=int8 CASES="--start 0 --count 8" scripts/sanitize_kernels.sh  # a slice of the cases
+#   BUILD_ONLY=1 scripts/sanitize_kernels.sh           # build $BUILD/ffi/jaxemu_kernel_check, run nothing
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-sanitize-kernels}"
@@ -23,6 +24,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DJAXEMU_CUDA=ON -DJA
 cmake --build "$BUILD" --target jaxemu_kernel_check -j "${JOBS:-16}" > "$OUT/build.log" 2>&1 \
   || { grep -E "error" "$OUT/build.log" | head -30; exit 2; }
 exe="$BUILD/ffi/jaxemu_kernel_check"
+[ -n "${BUILD_ONLY:-}" ] && exit 0  # (scripts/mixpert_session.sh: the executable only)
 fam=()
 [ -n "${FAMILY:-}" ] && fam=(--family "$FAMILY")
 # shellcheck disable=SC2206

@@ -264,7 +264,7 @@ __device__ __forceinline__ void for_each_single_line(const TileItem& it, int64_t
   __shared__ float vals[kStageLines][kScaleTile];
   __shared__ int count;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t padded = (lines + kFlagPad - 1) / kFlagPad * kFlagPad;
+  const int64_t padded = padded_flags(lines);
   const uint8_t* flags_t = flags + (it.l * nt + it.t) * padded;
   bool loaded = false;
   for (int64_t pass = it.first_pass; pass < it.end_pass; ++pass) {
@@ -292,7 +292,7 @@ __device__ __forceinline__ void for_each_single_line(const TileItem& it, int64_t
 
 // The passes of a side's scan of `lines` flags (kPassLines lines each).
 __host__ __device__ __forceinline__ int64_t tile_passes(int64_t lines) {
-  return ((lines + kFlagPad - 1) / kFlagPad * kFlagPad + kPassLines - 1) / kPassLines;
+  return (padded_flags(lines) + kPassLines - 1) / kPassLines;
 }
 
 // a_bad b for the rows of A with exactly one flagged tile, K-tile by K-tile.

@@ -87,6 +87,9 @@ struct SplitProblem {
 // side, then the columns side): the result is deterministic.
 constexpr int kFlagPad = 16;  // ok_at / ok_b rows padded to this many bytes (16-byte loads)
 
+// The length of an ok_at / ok_b row: `lines` flags padded to kFlagPad.
+constexpr int64_t padded_flags(int64_t lines) { return (lines + kFlagPad - 1) / kFlagPad * kFlagPad; }
+
 struct FallbackProblem {
   float* c = nullptr;
   const float* a = nullptr;

@@ -1175,8 +1175,7 @@ int time_mixpert(const std::string& spec) {
   const auto ea2 = download<int32_t>(ex_a, fa.size()), eb2 = download<int32_t>(ex_b, fb.size());
   const int64_t mp = (m + mixpert::kScaleAlign - 1) / mixpert::kScaleAlign * mixpert::kScaleAlign;
   const int64_t np = (n + mixpert::kScaleAlign - 1) / mixpert::kScaleAlign * mixpert::kScaleAlign;
-  const int64_t mf = (m + mixpert::kFlagPad - 1) / mixpert::kFlagPad * mixpert::kFlagPad;
-  const int64_t nf = (n + mixpert::kFlagPad - 1) / mixpert::kFlagPad * mixpert::kFlagPad;
+  const int64_t mf = mixpert::padded_flags(m), nf = mixpert::padded_flags(n);
   std::vector<float> scale_a(size_t(bsz * nt * mp), 0.f), scale_b(size_t(bsz * nt * np), 0.f);
   std::vector<uint8_t> flags_bt(size_t(bsz * n * nt)), flags_at(size_t(bsz * nt * mf), 1), flags_b(size_t(bsz * nt * nf), 1);
   long long bad_a = 0, bad_b = 0;
