@@ -51,7 +51,7 @@ std::string check(const FallbackProblem& p) {
   if (p.m < 0 || p.n < 0 || p.k < 0 || p.batch < 0) return "negative dimensions";
   if (p.k % kTileK) return "K = " + std::to_string(p.k) + " is not a multiple of " + std::to_string(kTileK);
   if (p.batch * p.m * p.n * p.k > 0 && (!p.c || !p.a || !p.b || !p.ok_a || !p.ok_bt || (p.rows_tiles && !p.ok_at) ||
-                                        (p.columns_tiles && !p.ok_b)))
+                                        (p.columns_tiles && !p.ok_b) || ((p.rows_tiles || p.columns_tiles) && !p.work)))
     return "null operand";
   return "";
 }
@@ -66,14 +66,40 @@ std::string run(const FallbackProblem& problem, cudaStream_t stream) {
   int64_t row_segments = 1, col_segments = 1;
   const int64_t row_tile_blocks = p.rows_tiles ? tile_blocks(p.batch, nt, p.n, p.m, &row_segments) : 0;
   const int64_t col_tile_blocks = p.columns_tiles ? tile_blocks(p.batch, nt, p.m, p.n, &col_segments) : 0;
-  p.rows_tiles = row_tile_blocks > 0;  // (the line-by-line kernels skip single-tile lines only where these ran)
-  p.columns_tiles = col_tile_blocks > 0;
-  if (p.rows_tiles)
+  // (int32 line lists: a side goes tile by tile only where its lines fit them.)
+  p.rows_tiles = row_tile_blocks > 0 && rows < (int64_t(1) << 31);
+  p.columns_tiles = col_tile_blocks > 0 && cols < (int64_t(1) << 31);
+  int32_t* row_list = p.work;
+  int32_t* col_list = p.work + rows;
+  int32_t* counts = p.work + rows + cols;
+  if (p.rows_tiles || p.columns_tiles) {
+    cudaError_t e = cudaMemsetAsync(counts, 0, 2 * sizeof(int32_t), stream);
+    if (e != cudaSuccess) return std::string("fallback: ") + cudaGetErrorString(e);
+  }
+  // A side tile by tile: its single-tile lines K-tile by K-tile, then the
+  // lines with several flagged tiles listed and walked, every chunk of the
+  // other dimension in parallel. Otherwise every line walked by its parts.
+  const unsigned full = unsigned(sm_count() * kBlocksPerSM);
+  Lines all_rows, all_cols, listed_rows, listed_cols;
+  all_rows.all = rows, all_cols.all = cols;
+  listed_rows.list = row_list, listed_rows.count = counts;
+  listed_cols.list = col_list, listed_cols.count = counts + 1;
+  if (p.rows_tiles) {
     fallback_rows_tiles_kernel<<<unsigned(row_tile_blocks), kTileThreads, 0, stream>>>(p, row_segments);
-  fallback_rows_kernel<<<blocks_for(rows * row_parts), kFallbackThreads, 0, stream>>>(p, row_parts);
-  if (p.columns_tiles)
+    multi_lines_kernel<<<blocks_for(rows), kFallbackThreads, 0, stream>>>(p.ok_a, rows, nt, row_list, counts);
+    fallback_rows_kernel<<<full, kFallbackThreads, 0, stream>>>(p, (p.n + 32 * kRowsCols - 1) / (32 * kRowsCols),
+                                                                 listed_rows);
+  } else {
+    fallback_rows_kernel<<<blocks_for(rows * row_parts), kFallbackThreads, 0, stream>>>(p, row_parts, all_rows);
+  }
+  if (p.columns_tiles) {
     fallback_columns_tiles_kernel<<<unsigned(col_tile_blocks), kTileThreads, 0, stream>>>(p, col_segments);
-  fallback_columns_kernel<<<blocks_for(cols * col_parts), kFallbackThreads, 0, stream>>>(p, col_parts);
+    multi_lines_kernel<<<blocks_for(cols), kFallbackThreads, 0, stream>>>(p.ok_bt, cols, nt, col_list, counts + 1);
+    fallback_columns_kernel<<<full, kFallbackThreads, 0, stream>>>(p, (p.m + 32 * kColsRows - 1) / (32 * kColsRows),
+                                                                    listed_cols);
+  } else {
+    fallback_columns_kernel<<<blocks_for(cols * col_parts), kFallbackThreads, 0, stream>>>(p, col_parts, all_cols);
+  }
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("fallback launch: ") + cudaGetErrorString(e);
 }

@@ -658,10 +658,13 @@ XLA_FFI_DEFINE_HANDLER(kMixpertSplit, MixpertSplitImpl,
 // float32, A's flags (L, M, K/32) and B's transposed flags (L, N, K/32)
 // uint8; where rows_tiles (columns_tiles) is set, A's flags transposed
 // (L, K/32, Mp) (B's flags (L, K/32, Np)) uint8, padded with 1 to a multiple
-// of 16, else any uint8 array (unread) -> c plus the fallback tiles' products.
+// of 16, else any uint8 array (unread) -> c plus the fallback tiles'
+// products, and work: int32 scratch of L (M + N) + 2 elements where either
+// side goes tile by tile (else any int32 array, unused).
 ffi::Error MixpertFallbackImpl(cudaStream_t stream, ffi::AnyBuffer c_in, ffi::AnyBuffer a, ffi::AnyBuffer b,
                                ffi::AnyBuffer ok_a, ffi::AnyBuffer ok_bt, ffi::AnyBuffer ok_at, ffi::AnyBuffer ok_b,
-                               ffi::Result<ffi::AnyBuffer> c, int64_t rows_tiles, int64_t columns_tiles) {
+                               ffi::Result<ffi::AnyBuffer> c, ffi::Result<ffi::AnyBuffer> work, int64_t rows_tiles,
+                               int64_t columns_tiles) {
   auto dci = c_in.dimensions(), da = a.dimensions(), db = b.dimensions(), dfa = ok_a.dimensions(),
        dfb = ok_bt.dimensions(), dc = c->dimensions();
   if (c_in.element_type() != ffi::DataType::F32 || a.element_type() != ffi::DataType::F32 ||
@@ -690,8 +693,13 @@ ffi::Error MixpertFallbackImpl(cudaStream_t stream, ffi::AnyBuffer c_in, ffi::An
   if (columns_tiles && !transposed_ok(ok_b, db[2]))
     return ffi::Error::InvalidArgument("jaxemu mixpert fallback: expected B's flags (L, K/32, Np) uint8, "
                                        "Np = N rounded up to 16; got " + shape_str(ok_b.dimensions()));
+  if ((rows_tiles || columns_tiles) &&
+      (work->element_type() != ffi::DataType::S32 || int64_t(work->element_count()) < da[0] * (da[1] + db[2]) + 2))
+    return ffi::Error::InvalidArgument("jaxemu mixpert fallback: expected an int32 work buffer of L (M + N) + 2 "
+                                       "elements where a side goes tile by tile");
   mixpert::FallbackProblem p;
   p.c = static_cast<float*>(c->untyped_data());
+  if (rows_tiles || columns_tiles) p.work = static_cast<int32_t*>(work->untyped_data());
   p.a = static_cast<const float*>(a.untyped_data());
   p.b = static_cast<const float*>(b.untyped_data());
   p.ok_a = static_cast<const uint8_t*>(ok_a.untyped_data());
@@ -727,6 +735,7 @@ XLA_FFI_DEFINE_HANDLER(kMixpertFallback, MixpertFallbackImpl,
                            .Arg<ffi::AnyBuffer>()   // ok_at: (L, K/32, Mp) uint8 (read where rows_tiles)
                            .Arg<ffi::AnyBuffer>()   // ok_b: (L, K/32, Np) uint8 (read where columns_tiles)
                            .Ret<ffi::AnyBuffer>()   // c: (L, M, N) float32
+                           .Ret<ffi::AnyBuffer>()   // work: (L (M + N) + 2,) int32 scratch (either side's tiles)
                            .Attr<int64_t>("rows_tiles")
                            .Attr<int64_t>("columns_tiles"));
 

@@ -26,7 +26,8 @@
 //   Line by line, each flagged tile reads its slab anew: at 8192^3 on normal
 //   data ~1.3 GB per side from DRAM in random K order, 0.5 + 1.2 ms (stop
 //   48), against the 256 MB of one operand. The line-by-line kernels then
-//   skip those lines. The sums are the same FMA chains: the same bits.
+//   walk only the lines with several flagged tiles (multi_lines_kernel's
+//   list). The sums are the same FMA chains: the same bits.
 // Each element of C is written by one thread per kernel and side, in a fixed
 // order: the result is deterministic. Lines without a flagged tile cost one
 // scan of their flags.
@@ -100,26 +101,43 @@ __device__ __forceinline__ int flagged_upto_two(const uint8_t* flags, int64_t nt
   return min(count, 2);
 }
 
-// Whether a line by line kernel leaves the line to a tile kernel (tiles: that
-// side's tile kernel ran) or has nothing to do: none flagged, or one.
-__device__ __forceinline__ bool skip_line(const uint8_t* flags, int64_t nt, bool tiles) {
-  return tiles && flagged_upto_two(flags, nt) < 2;
-}
-
-// a_bad b, line by line. Items (batch * M rows) x parts, row-major: item (row, part)
-// takes the row's column chunks part, part + parts, ...; each warp takes the
-// items warp, warp + warps, ... (a few waves of warps: most rows hold no
-// flagged tile and cost one scan).
-__global__ void __launch_bounds__(kFallbackThreads) fallback_rows_kernel(FallbackProblem p, int64_t parts) {
+// Where a side's tile kernel ran: into list (count: its length, zeroed
+// before) the side's lines (flags: nt each, `lines` of them, the batch's
+// included) with two or more flagged tiles, a warp per line; the
+// line-by-line kernel then walks only those, every chunk of the other
+// dimension in parallel. (Scanning every line from each of its 16 items
+// cost ~0.13 ms per side at 8192^3, beside the walks themselves.) The
+// list's order is arbitrary; each line's result does not depend on it.
+__global__ void __launch_bounds__(kFallbackThreads) multi_lines_kernel(const uint8_t* flags, int64_t lines, int64_t nt,
+                                                                       int32_t* list, int32_t* count) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * (kFallbackThreads / 32);
-  const int64_t nt = p.k / kScaleTile;
+  for (int64_t line = (int64_t(blockIdx.x) * kFallbackThreads + threadIdx.x) / 32; line < lines; line += warps)
+    if (flagged_upto_two(flags + line * nt, nt) == 2 && lane == 0) list[atomicAdd(count, 1)] = int32_t(line);
+}
+
+// The lines of a line-by-line kernel: all of them (list null), or those
+// multi_lines_kernel listed.
+struct Lines {
+  const int32_t* list = nullptr;
+  const int32_t* count = nullptr;
+  int64_t all = 0;
+  __device__ __forceinline__ int64_t size() const { return list ? int64_t(*count) : all; }
+  __device__ __forceinline__ int64_t operator[](int64_t i) const { return list ? int64_t(list[i]) : i; }
+};
+
+// a_bad b, line by line. Items (rows of A: batch * M, or the listed ones) x
+// parts, row-major: item (row, part) takes the row's column chunks part,
+// part + parts, ...; each warp takes the items warp, warp + warps, ... (a
+// few waves of warps: most rows hold no flagged tile and cost one scan).
+__global__ void __launch_bounds__(kFallbackThreads) fallback_rows_kernel(FallbackProblem p, int64_t parts, Lines rows) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (kFallbackThreads / 32);
+  const int64_t nt = p.k / kScaleTile, items = rows.size() * parts;
   constexpr int64_t kChunk = 32 * kRowsCols;
-  for (int64_t item = (int64_t(blockIdx.x) * kFallbackThreads + threadIdx.x) / 32; item < p.batch * p.m * parts;
-       item += warps) {
-    const int64_t line = item / parts, l = line / p.m;  // line: batch * M + row
+  for (int64_t item = (int64_t(blockIdx.x) * kFallbackThreads + threadIdx.x) / 32; item < items; item += warps) {
+    const int64_t line = rows[item / parts], l = line / p.m;  // line: batch * M + row
     const uint8_t* flags = p.ok_a + line * nt;
-    if (skip_line(flags, nt, p.rows_tiles)) continue;
     const float* a_row = p.a + line * p.k;
     const float* b = p.b + l * p.k * p.n;
     float* c_row = p.c + line * p.n;
@@ -144,18 +162,18 @@ __global__ void __launch_bounds__(kFallbackThreads) fallback_rows_kernel(Fallbac
   }
 }
 
-// a_good b_bad, line by line. Items (batch * N columns) x parts, as the rows kernel's:
-// item (column, part) takes the column's row chunks part, part + parts, ...
-__global__ void __launch_bounds__(kFallbackThreads) fallback_columns_kernel(FallbackProblem p, int64_t parts) {
+// a_good b_bad, line by line. Items (columns of B: batch * N, or the listed
+// ones) x parts, as the rows kernel's: item (column, part) takes the
+// column's row chunks part, part + parts, ...
+__global__ void __launch_bounds__(kFallbackThreads) fallback_columns_kernel(FallbackProblem p, int64_t parts,
+                                                                            Lines columns) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * (kFallbackThreads / 32);
-  const int64_t nt = p.k / kScaleTile;
+  const int64_t nt = p.k / kScaleTile, items = columns.size() * parts;
   constexpr int64_t kChunk = 32 * kColsRows;
-  for (int64_t item = (int64_t(blockIdx.x) * kFallbackThreads + threadIdx.x) / 32; item < p.batch * p.n * parts;
-       item += warps) {
-    const int64_t line = item / parts, l = line / p.n, col = line % p.n;  // line: batch * N + column
+  for (int64_t item = (int64_t(blockIdx.x) * kFallbackThreads + threadIdx.x) / 32; item < items; item += warps) {
+    const int64_t line = columns[item / parts], l = line / p.n, col = line % p.n;  // line: batch * N + column
     const uint8_t* flags = p.ok_bt + line * nt;
-    if (skip_line(flags, nt, p.columns_tiles)) continue;
     const uint8_t* ok_a = p.ok_a + l * p.m * nt;
     const float* b_col = p.b + l * p.k * p.n + col;
     const float* a = p.a + l * p.m * p.k;

@@ -83,6 +83,9 @@ struct SplitProblem {
 //          contiguous), Mp = M rounded up to kFlagPad, padded with 1;
 //   ok_b:  (L, K / 32, Np) uint8, B's flags likewise (a K-tile's columns
 //          contiguous). Either may be null where its side is off.
+//   work:  (L M + L N + 2) int32 scratch where either side is on: the lists
+//          of lines with several flagged tiles (A's rows, B's columns) and
+//          their lengths.
 // Every element of C is added to once per side, in a fixed order (the rows
 // side, then the columns side): the result is deterministic.
 constexpr int kFlagPad = 16;  // ok_at / ok_b rows padded to this many bytes (16-byte loads)
@@ -98,6 +101,7 @@ struct FallbackProblem {
   const uint8_t* ok_bt = nullptr;
   const uint8_t* ok_at = nullptr;
   const uint8_t* ok_b = nullptr;
+  int32_t* work = nullptr;
   int64_t m = 0, n = 0, k = 0, batch = 1;
   bool rows_tiles = false, columns_tiles = false;
 };

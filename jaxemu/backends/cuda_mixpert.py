@@ -367,11 +367,15 @@ def kernel_fallback(c, a, b, oka, okb):
         return jnp.pad(x, ((0, 0), (0, 0), (0, -x.shape[2] % FLAG_PAD)), constant_values=1)
 
     unread = jnp.zeros((1,), jnp.uint8)
-    return jax.ffi.ffi_call("jaxemu_mixpert_fallback", jax.ShapeDtypeStruct(c.shape, jnp.float32),
-                            input_output_aliases={0: 0})(
+    bsz, m, n = c.shape
+    # (the kernel's scratch: the lists of lines with several flagged tiles)
+    work = jax.ShapeDtypeStruct((bsz * (m + n) + 2 if rows_tiles or columns_tiles else 1,), jnp.int32)
+    out, _ = jax.ffi.ffi_call("jaxemu_mixpert_fallback", (jax.ShapeDtypeStruct(c.shape, jnp.float32), work),
+                              input_output_aliases={0: 0})(
         c, a, b, ok_a, jnp.swapaxes(ok_b, 1, 2),
         padded(jnp.swapaxes(ok_a, 1, 2)) if rows_tiles else unread, padded(ok_b) if columns_tiles else unread,
         rows_tiles=np.int64(rows_tiles), columns_tiles=np.int64(columns_tiles))
+    return out
 
 
 def kernel_fits(bad, nt: int) -> jax.Array:

@@ -1213,7 +1213,9 @@ int time_mixpert(const std::string& spec) {
   f.ok_at = static_cast<const uint8_t*>(d_at.ptr), f.ok_b = static_cast<const uint8_t*>(d_bp.ptr);
   f.m = m, f.n = n, f.k = k, f.batch = bsz;
   mixpert::FallbackProblem tiles = f;
+  Device work(size_t(bsz * (m + n) + 2) * 4);
   tiles.rows_tiles = tiles.columns_tiles = true;
+  tiles.work = static_cast<int32_t*>(work.ptr);
   cudaEvent_t e0, e1;
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
