@@ -29,6 +29,40 @@ __device__ __forceinline__ float small_int_to_float(int32_t x) {
   return __int_as_float(x + 0x4B400000) - 12582912.0f;
 }
 
+#ifndef JAXEMU_MIXPERT_FOLD
+#define JAXEMU_MIXPERT_FOLD 0
+#endif
+
+// sum_L 2^(7 (NL - 1 - L)) P_L of accumulator value i, rounded as the FMA
+// chain over the levels' exact conversions rounds it: exact up to 2^24;
+// beyond, each of the (NL - 1) steps may round (at most ~1.5 units of the
+// result's last place).
+template <int NL, class Acc>
+__device__ __forceinline__ float levels_sum(Acc const (&acc)[NL], int i) {
+#if JAXEMU_MIXPERT_FOLD == 0
+  float v = small_int_to_float(acc[NL - 1](i));
+  CUTLASS_PRAGMA_UNROLL
+  for (int l = NL - 2; l >= 0; --l) v = fmaf(small_int_to_float(acc[l](i)), float(1 << (7 * (NL - 1 - l))), v);
+  return v;
+#else
+  // The last two levels added in int32 (|P_L| < 2^21 for a 32-wide K-tile:
+  // 128 P_L + P_(L+1) < 2^29, exact), then one conversion that rounds to
+  // nearest: the same value as fmaf(P_L, 128, P_(L+1)) on the exact
+  // conversions, in two instructions instead of five.
+  const float low = __int2float_rn(acc[NL - 2](i) * 128 + acc[NL - 1](i));
+  if constexpr (NL == 2) {
+    return low;
+  } else {
+    static_assert(NL == 3, "MixPert levels I-IV have two or three levels");
+#if JAXEMU_MIXPERT_FOLD == 1
+    return fmaf(__int2float_rn(acc[0](i)), 16384.0f, low);
+#else
+    return fmaf(small_int_to_float(acc[0](i)), 16384.0f, low);
+#endif
+  }
+#endif
+}
+
 template <class T>
 struct Mainloop {
   using Pipeline = typename T::Pipeline;
@@ -170,12 +204,7 @@ struct Mainloop {
         }
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < size(total); ++i) {
-          // sum_L 2^(7 (NL - 1 - L)) P_L: exact up to 2^24; beyond, each
-          // of the (NL - 1) steps may round (at most ~1.5 units of v's last place).
-          float v = small_int_to_float(acc[NL - 1](i));
-          CUTLASS_PRAGMA_UNROLL
-          for (int l = NL - 2; l >= 0; --l)
-            v = fmaf(small_int_to_float(acc[l](i)), float(1 << (7 * (NL - 1 - l))), v);
+          const float v = levels_sum(acc, i);
           // v fa is exact (|v| >= 1 or v = 0, and fa a normal power of two
           // at least 2^-113: cuda_mixpert.in_range), then one rounding.
           // (fa fb first could underflow to zero where the contribution

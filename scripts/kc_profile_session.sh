@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One device call (carry .cutlass), no JAX: tests/native/kernel_check.cu's
+# --time-mixpert on the tree's kernels, then on each overlay directory in
+# $ALTS (files copied over the tree's, rebuilt incrementally, the tree's
+# restored after), then ncu on one launch of the MixPert kernel of each
+# (int8_l4, 8192^3, normal data).
+set -uo pipefail
+OUT="${OUT:-/tmp/jaxemu-out}"; mkdir -p "$OUT"
+LOG="$OUT/log.txt"
+KC=build/kernel-check/ffi/jaxemu_kernel_check
+SPECS="${SPECS:-1x8192x8192x8192 1x8192x8192x8192:normal 1x8192x8192x8192:2x2 1x2048x2048x2048 1x8192x128x262144:normal}"
+t0=$(date +%s)
+BUILD_ONLY=1 OUT="$OUT/kc" JOBS=16 JAXEMU_CUTLASS_DIR="$PWD/.cutlass" bash scripts/sanitize_kernels.sh > /dev/null 2>&1 \
+  || { grep error "$OUT/kc/build.log" | head; exit 1; }
+echo "build tree: $(( $(date +%s) - t0 )) s" | tee -a "$LOG"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
+for s in $SPECS; do timeout 60 "$KC" --time-mixpert "$s"; done 2>&1 | sed 's/^/tree: /' | tee -a "$LOG"
+cp "$KC" /tmp/kc_tree
+mkdir -p /tmp/orig
+for alt in ${ALTS:-}; do
+  files=$(cd "$alt" && find . -type f)
+  for f in $files; do mkdir -p "/tmp/orig/$(dirname "$f")"; cp "$f" "/tmp/orig/$f"; cp "$alt/$f" "$f"; done
+  t0=$(date +%s)
+  cmake --build build/kernel-check --target jaxemu_kernel_check -j 16 > "$OUT/kc/build_$alt.log" 2>&1 \
+    || { grep error "$OUT/kc/build_$alt.log" | head; exit 1; }
+  echo "build $alt: $(( $(date +%s) - t0 )) s" | tee -a "$LOG"
+  cp "$KC" "/tmp/kc_$alt"
+  for s in $SPECS; do timeout 60 "$KC" --time-mixpert "$s"; done 2>&1 | sed "s/^/$alt: /" | tee -a "$LOG"
+  for f in $files; do cp "/tmp/orig/$f" "$f"; done
+done
+for s in 1x8192x8192x8192 1x8192x8192x8192:2x2; do timeout 60 /tmp/kc_tree --time-mixpert "$s"; done 2>&1 | sed 's/^/tree: /' | tee -a "$LOG"
+for b in /tmp/kc_*; do
+  echo "== $b: $(cuobjdump -sass "$b" 2>/dev/null | grep -cE 'I2F') I2F in SASS" >> "$LOG"
+  timeout 120 ncu --clock-control none -k regex:mixpert_kernel --launch-skip 1 --launch-count 1 \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section WarpStateStats \
+    --metrics sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fmaheavy.avg.pct_of_peak_sustained_active \
+    "$b" --time-mixpert 1x8192x8192x8192:normal > "$OUT/ncu_$(basename "$b").txt" 2>&1
+  grep -E "Duration|Issue Slots Busy|Executed Ipc A|pipe_|imma|Warp Cycles Per Issued|Executed Instructions  " "$OUT/ncu_$(basename "$b").txt" >> "$LOG"
+done
