@@ -39,7 +39,7 @@ grep -E "split_|mixpert_kernel|fallback_|Memcpy|busy" "$OUT/timeline.txt"
 if [ -n "${QUICK:-}" ]; then  # (fits one 600 s call with the build: stop 48) int8 against SGEMM at 2048^3 and 8192^3
   JAX_PLATFORMS=cuda timeout 60 python3 scripts/kernel_timeline.py --cases sq2048 --schemes int8_l4 > "$OUT/timeline_2048.txt" 2>&1
   grep -E "busy" "$OUT/timeline_2048.txt"
-  JAX_PLATFORMS=cuda,cpu timeout 120 python3 -m jaxemu.bench --shapes 1x2048x2048x2048,1x8192x8192x8192 \
+  JAX_PLATFORMS=cuda,cpu timeout "${BENCH_TIMEOUT:-120}" python3 -m jaxemu.bench --shapes "${QUICK_SHAPES:-1x2048x2048x2048,1x8192x8192x8192}" \
     --schemes int8_l1,int8_l4,fp16x3 --backends cuda --no-baselines --reps 10 --json "$OUT/bench.json" > "$OUT/bench.txt" 2>&1
   sed -n '/^shape (B,M,K,N)/,$p' "$OUT/bench.txt"
 else  # the probes

@@ -22,45 +22,27 @@
 namespace jaxemu {
 namespace mixpert {
 
-// Exact int32 -> float for |x| < 2^22: x added to the bits of 1.5 2^23 is
-// the float 1.5 2^23 + x (one integer add; the subtraction is exact), where
-// cvt.rn.f32.s32 issues at a quarter of the rate.
-__device__ __forceinline__ float small_int_to_float(int32_t x) {
-  return __int_as_float(x + 0x4B400000) - 12582912.0f;
-}
-
-#ifndef JAXEMU_MIXPERT_FOLD
-#define JAXEMU_MIXPERT_FOLD 0
-#endif
-
-// sum_L 2^(7 (NL - 1 - L)) P_L of accumulator value i, rounded as the FMA
+// sum_L 2^(7 (NL - 1 - L)) P_L of accumulator value i, rounded as an FMA
 // chain over the levels' exact conversions rounds it: exact up to 2^24;
 // beyond, each of the (NL - 1) steps may round (at most ~1.5 units of the
-// result's last place).
+// result's last place). The last two levels add in int32 (|P_L| < 2^21 for
+// a 32-wide K-tile, so 128 P_L + P_(L+1) < 2^29: exact), and one conversion
+// rounds that sum to nearest, the value fmaf(P_L, 128, P_(L+1)) gives: two
+// instructions where the chain took five. (The kernel is issue-bound in this
+// fold: on an H200, ncu, int8_l4 at 8192^3, 6.37 G instructions and 72 % of
+// the issue slots with the chain of magic-number conversions (an integer add
+// and a float subtraction each); 4.22 G and 60 % with this one, the kernel
+// 9.42 -> 7.43 ms, C bit-identical (docs/performance.md, stop 50). I2F runs
+// on the ALU pipe there, not at a quarter rate.)
 template <int NL, class Acc>
 __device__ __forceinline__ float levels_sum(Acc const (&acc)[NL], int i) {
-#if JAXEMU_MIXPERT_FOLD == 0
-  float v = small_int_to_float(acc[NL - 1](i));
-  CUTLASS_PRAGMA_UNROLL
-  for (int l = NL - 2; l >= 0; --l) v = fmaf(small_int_to_float(acc[l](i)), float(1 << (7 * (NL - 1 - l))), v);
-  return v;
-#else
-  // The last two levels added in int32 (|P_L| < 2^21 for a 32-wide K-tile:
-  // 128 P_L + P_(L+1) < 2^29, exact), then one conversion that rounds to
-  // nearest: the same value as fmaf(P_L, 128, P_(L+1)) on the exact
-  // conversions, in two instructions instead of five.
   const float low = __int2float_rn(acc[NL - 2](i) * 128 + acc[NL - 1](i));
   if constexpr (NL == 2) {
     return low;
   } else {
     static_assert(NL == 3, "MixPert levels I-IV have two or three levels");
-#if JAXEMU_MIXPERT_FOLD == 1
-    return fmaf(__int2float_rn(acc[0](i)), 16384.0f, low);
-#else
-    return fmaf(small_int_to_float(acc[0](i)), 16384.0f, low);
-#endif
+    return fmaf(__int2float_rn(acc[0](i)), 16384.0f, low);  // |P_0| < 2^21: exact
   }
-#endif
 }
 
 template <class T>
