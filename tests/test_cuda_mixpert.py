@@ -139,6 +139,32 @@ def test_special_values_follow_fp32():
                                                     np.abs(np.where(np.isfinite(b), b, 0)))[fin]) < 1e-5
 
 
+@pytest.mark.parametrize("m,n", [(40, 70), (90, 24)])  # blocks of columns, of rows
+def test_general_branch_in_blocks(monkeypatch, m, n):
+    """The general branch block by block (cuda_mixpert.in_blocks, forced
+    here by a small GENERAL_BLOCK_ELEMENTS): NaN/Inf as FP32 places them,
+    out-of-range exponents, and tiles that fall back, each within the
+    scheme's bound of float64, and the finite entries equal to the whole
+    general branch's within the fallback's reordering."""
+    a, b = T.operands("uniform(-1,1)", m, 300, n, seed=21)
+    a[:, :32] *= np.float32(2.0 ** 70)  # A's first K-tile: exponents beyond the kernel's range
+    a[5, 40] = a[5, 32] * np.float32(2.0 ** -20)  # a tile of A that falls back
+    b[100, 3] = b[96, 3] * np.float32(2.0 ** -20)  # and one of B
+    a[3, 200], b[7, n - 1] = np.nan, np.inf
+    whole = cuda_dot(a, b, "int8_l4")
+    monkeypatch.setattr(CM, "GENERAL_BLOCK_ELEMENTS", m * n // 5)
+    got = cuda_dot(a, b, "int8_l4")
+    want = np.asarray(jnp.dot(jnp.asarray(a), jnp.asarray(b), precision="highest"))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    fin = np.isfinite(want)
+    a0, b0 = np.where(np.isfinite(a), a, 0), np.where(np.isfinite(b), b, 0)
+    scale = (np.abs(a0) @ np.abs(b0))[fin]
+    err = np.max(np.abs(got[fin] - T.reference(a0, b0)[fin]) / scale)
+    assert err <= 4 * get_scheme("int8_l4").unit_roundoff + 2 ** -23
+    assert np.max(np.abs(got[fin] - whole[fin]) / scale) <= 2 ** -22
+
+
 @pytest.mark.parametrize("bad_rows", [20, 300])
 def test_fallback_tiles_in_one_k_tile(bad_rows):
     """Tiles 2^-20 below their maximum in the first K-tile of some rows of A

@@ -374,6 +374,56 @@ def test_product_decides_special_values_from_the_split(monkeypatch):
     assert "abs" in top and "ffi_call" not in top  # canonical_dot's max |A| first, the split in its branch
 
 
+@pytest.mark.parametrize("bsz,m,k,n,limit", [
+    (2, 5, 16, 37, 80),  # columns: blocks of 8, the last padded by 3
+    (1, 41, 9, 6, 42),  # rows (M > N): blocks of 7
+    (1, 3, 4, 2, 1),  # one column (row) per block
+    (3, 4, 8, 4, 1000),  # under the limit: the product itself
+])
+def test_in_blocks_is_the_whole_product(bsz, m, k, n, limit):
+    """cuda_mixpert.in_blocks on integer operands (every sum exact, so any
+    order gives the same bits): the blocks assemble the whole product,
+    through one lax.map where the output exceeds the limit."""
+    rng = np.random.default_rng(5)
+    a = rng.integers(-8, 9, (bsz, m, k)).astype(np.float32)
+    b = rng.integers(-8, 9, (bsz, k, n)).astype(np.float32)
+    product = lambda x, y: jnp.matmul(x, y, precision="highest")
+    got = jax.jit(lambda a, b: CM.in_blocks(product, a, b, limit))(a, b)
+    np.testing.assert_array_equal(np.asarray(got), a.astype(np.float64) @ b)
+    loops = [e for e in jax.make_jaxpr(lambda a, b: CM.in_blocks(product, a, b, limit))(a, b).jaxpr.eqns
+             if e.primitive.name == "scan"]
+    assert len(loops) == (bsz * m * n > limit)
+    if loops:
+        width = max(1, limit // (bsz * min(m, n)))
+        assert loops[0].params["length"] == -(-max(m, n) // width)
+
+
+def test_general_branch_goes_block_by_block_over_the_limit(monkeypatch):
+    """mixpert_product's trace: where C exceeds GENERAL_BLOCK_ELEMENTS, the
+    general branch runs general_product block by block (a loop that splits
+    each block again), so that XLA sizes its buffers for one block (kNN's
+    distances asked for 165 GiB on an H200, stop 50); the common branch
+    keeps the whole product (the two kernels, no loop). Under the limit,
+    no loop."""
+    s = get_scheme("int8_l4")
+    a, b = jnp.zeros((1, 64, 200), jnp.float32), jnp.zeros((1, 200, 48), jnp.float32)
+
+    def branches():
+        jaxpr = jax.make_jaxpr(lambda a, b: CM.mixpert_product(a, b, s))(a, b).jaxpr
+        cond, = [e for e in jaxpr.eqns if e.primitive.name == "cond"]
+        return cond.params["branches"]
+
+    general, common = branches()
+    assert not [e for e in general.jaxpr.eqns if e.primitive.name == "scan"]
+    monkeypatch.setattr(CM, "GENERAL_BLOCK_ELEMENTS", 64 * 16)
+    general, common = branches()
+    loops = [e for e in general.jaxpr.eqns if e.primitive.name == "scan"]
+    assert len(loops) == 1 and loops[0].params["length"] == 4  # M = 64 > N: rows, 21 per block at most
+    assert _ffi_calls(loops[0].params["jaxpr"].jaxpr).count("jaxemu_mixpert_split") >= 2
+    assert _ffi_calls(common.jaxpr) == ["jaxemu_mixpert", "jaxemu_mixpert_fallback"]
+    assert not [e for e in common.jaxpr.eqns if e.primitive.name == "scan"]
+
+
 def test_exponent_bound_bounds_the_maximum_and_flags_specials():
     """2^max(E) >= max |x| for the split's exponents (xla.int8_tile_stats'
     E, the split kernel's bit for bit on finite data), and E = 129 (a tile

@@ -558,6 +558,55 @@ def mixpert_finite(a, b, s: Int8Split, amax=None):
                     lambda: general_sum(a, b, sa, sb, s))
 
 
+# The general branch's outputs, in elements, computed at once; larger ones
+# go block by block (in_blocks). Its XLA formulations hold a few dozen
+# arrays of C's size (the reference sum's per-level products, the
+# fallback's masked operands and products), and a conditional's branches
+# get their buffers whichever runs: at kNN's 8192 x 128 x 262144 (C 8 GiB)
+# the program asked for 165 GiB on an H200 (141 GiB) and failed, with the
+# kernels' branch needing ~9 (stop 50). 2^27 (C 512 MiB) keeps 8192^3 (2^26)
+# whole.
+GENERAL_BLOCK_ELEMENTS = 1 << 27
+
+
+def in_blocks(product, a, b, limit: int):
+    """product(a, b) for a (B, M, K), b (B, K, N); where C exceeds ``limit``
+    elements, computed on blocks of B's columns (or of A's rows, where
+    M > N) of at most ``limit`` output elements each, one after another (lax.map: the blocks' buffers are
+    reused). The blocks are padded with zero columns (rows), whose results
+    are dropped. Each C entry depends only on its row of A and column of B
+    (MixPert's tiles, its special-value and fallback rules too), so the
+    blocks' entries are the whole product's up to the order of the
+    fallback's summation, which its route may change."""
+    bsz, m, k = a.shape
+    n = b.shape[2]
+    if bsz * m * n <= limit:
+        return product(a, b)
+    if n < m:  # rows: the transposed product's columns
+        ct = in_blocks(lambda bt, at: jnp.swapaxes(product(jnp.swapaxes(at, 1, 2), jnp.swapaxes(bt, 1, 2)), 1, 2),
+                       jnp.swapaxes(b, 1, 2), jnp.swapaxes(a, 1, 2), limit)
+        return jnp.swapaxes(ct, 1, 2)
+    width = max(1, limit // (bsz * m))
+    blocks = -(-n // width)
+    width = -(-n // blocks)  # equal blocks, the padding below one block
+    b = jnp.pad(b, ((0, 0), (0, 0), (0, blocks * width - n)))
+    b_blocks = jnp.moveaxis(b.reshape(bsz, k, blocks, width), 2, 0)  # (blocks, B, K, width)
+    c = lax.map(lambda b_blk: product(a, b_blk), b_blocks)  # (blocks, B, M, width)
+    return jnp.moveaxis(c, 0, 2).reshape(bsz, m, blocks * width)[:, :, :n]
+
+
+def general_product(a, b, s: Int8Split, split=None):
+    """The product of any operands (NaN/Inf, exponents out of the kernel's
+    range, any fallback route): FP32's special-value rule on the maxima
+    themselves, with mixpert_finite on the finite parts; where the operands
+    are finite and fit, general_sum on ``split`` (split_both's, made here
+    when not given)."""
+    x, y, sa, sb = split if split is not None else split_both(a, b, s)
+    exact = xla_backend.product_fits(jnp.max(jnp.abs(a)), jnp.max(jnp.abs(b)), a.shape[2])
+    return xla_backend.fp32_special_values(lambda a0, b0: mixpert_finite(a0, b0, s), a, b, "cuda", fits=exact,
+                                           plain=lambda: general_sum(x, y, sa, sb, s))
+
+
 def mixpert_product(a, b, s: Int8Split):
     """The cuda backend's concrete product for MixPert levels, with the xla
     backend's special-value rules. One conditional decides everything in
@@ -580,10 +629,10 @@ def mixpert_product(a, b, s: Int8Split):
     def common():
         return kernels_sum(x, y, sa, sb, s)
 
-    def general():  # (with_specials re-splits the finite parts; plain reuses the split)
-        exact = xla_backend.product_fits(jnp.max(jnp.abs(a)), jnp.max(jnp.abs(b)), a.shape[2])
-        return xla_backend.fp32_special_values(lambda a0, b0: mixpert_finite(a0, b0, s), a, b, "cuda", fits=exact,
-                                               plain=lambda: general_sum(x, y, sa, sb, s))
+    def general():
+        if a.shape[0] * a.shape[1] * b.shape[2] <= GENERAL_BLOCK_ELEMENTS:
+            return general_product(a, b, s, (x, y, sa, sb))
+        return in_blocks(lambda a_blk, b_blk: general_product(a_blk, b_blk, s), a, b, GENERAL_BLOCK_ELEMENTS)
 
     take = fits & kernels_take(x, sa, sb, s)
     return xla_backend.one_of(take.astype(np.int32), [general, common], (), xla_backend.product_shape(a, b))
