@@ -139,8 +139,11 @@ def test_special_values_follow_fp32():
                                                     np.abs(np.where(np.isfinite(b), b, 0)))[fin]) < 1e-5
 
 
-@pytest.mark.parametrize("m,n", [(40, 70), (90, 24)])  # blocks of columns, of rows
-def test_general_branch_in_blocks(monkeypatch, m, n):
+@pytest.mark.parametrize("m,n,limit", [
+    (40, 70, 560), (90, 24, 432),  # 5 blocks of columns, of rows (run on an H200, stop 50)
+    (40, 70, 960), (90, 24, 552),  # 3 and 4 blocks, the last overlapping the one before by 2
+])
+def test_general_branch_in_blocks(monkeypatch, m, n, limit):
     """The general branch block by block (cuda_mixpert.in_blocks, forced
     here by a small GENERAL_BLOCK_ELEMENTS): NaN/Inf as FP32 places them,
     out-of-range exponents, and tiles that fall back, each within the
@@ -152,7 +155,7 @@ def test_general_branch_in_blocks(monkeypatch, m, n):
     b[100, 3] = b[96, 3] * np.float32(2.0 ** -20)  # and one of B
     a[3, 200], b[7, n - 1] = np.nan, np.inf
     whole = cuda_dot(a, b, "int8_l4")
-    monkeypatch.setattr(CM, "GENERAL_BLOCK_ELEMENTS", m * n // 5)
+    monkeypatch.setattr(CM, "GENERAL_BLOCK_ELEMENTS", limit)
     got = cuda_dot(a, b, "int8_l4")
     want = np.asarray(jnp.dot(jnp.asarray(a), jnp.asarray(b), precision="highest"))
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))

@@ -375,15 +375,17 @@ def test_product_decides_special_values_from_the_split(monkeypatch):
 
 
 @pytest.mark.parametrize("bsz,m,k,n,limit", [
-    (2, 5, 16, 37, 80),  # columns: blocks of 8, the last padded by 3
-    (1, 41, 9, 6, 42),  # rows (M > N): blocks of 7
-    (1, 3, 4, 2, 1),  # one column (row) per block
+    (2, 5, 16, 37, 80),  # columns: blocks of 8, the last overlapping by 3
+    (1, 41, 9, 6, 70),  # rows (M > N): 4 blocks of 11 (of columns it would be 6 of 1)
+    (3, 41, 9, 6, 200),  # rows of a batch: blocks of 11
+    (1, 3, 4, 2, 1),  # one row per block
     (3, 4, 8, 4, 1000),  # under the limit: the product itself
 ])
 def test_in_blocks_is_the_whole_product(bsz, m, k, n, limit):
     """cuda_mixpert.in_blocks on integer operands (every sum exact, so any
     order gives the same bits): the blocks assemble the whole product,
-    through one lax.map where the output exceeds the limit."""
+    through one loop where the output exceeds the limit, blocks of A's
+    rows where M > N."""
     rng = np.random.default_rng(5)
     a = rng.integers(-8, 9, (bsz, m, k)).astype(np.float32)
     b = rng.integers(-8, 9, (bsz, k, n)).astype(np.float32)
@@ -418,7 +420,7 @@ def test_general_branch_goes_block_by_block_over_the_limit(monkeypatch):
     monkeypatch.setattr(CM, "GENERAL_BLOCK_ELEMENTS", 64 * 16)
     general, common = branches()
     loops = [e for e in general.jaxpr.eqns if e.primitive.name == "scan"]
-    assert len(loops) == 1 and loops[0].params["length"] == 4  # M = 64 > N: rows, 21 per block at most
+    assert len(loops) == 1 and loops[0].params["length"] == 4  # M = 64 > N: 4 blocks of 16 rows
     assert _ffi_calls(loops[0].params["jaxpr"].jaxpr).count("jaxemu_mixpert_split") >= 2
     assert _ffi_calls(common.jaxpr) == ["jaxemu_mixpert", "jaxemu_mixpert_fallback"]
     assert not [e for e in common.jaxpr.eqns if e.primitive.name == "scan"]

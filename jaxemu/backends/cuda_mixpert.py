@@ -564,35 +564,43 @@ def mixpert_finite(a, b, s: Int8Split, amax=None):
 # fallback's masked operands and products), and a conditional's branches
 # get their buffers whichever runs: at kNN's 8192 x 128 x 262144 (C 8 GiB)
 # the program asked for 165 GiB on an H200 (141 GiB) and failed, with the
-# kernels' branch needing ~9 (stop 50). 2^27 (C 512 MiB) keeps 8192^3 (2^26)
-# whole.
+# kernels' branch needing ~9 (stop 50); in blocks it holds C and one
+# block's temporaries. 2^27 (C 512 MiB) keeps 8192^3 (2^26) whole.
 GENERAL_BLOCK_ELEMENTS = 1 << 27
 
 
 def in_blocks(product, a, b, limit: int):
-    """product(a, b) for a (B, M, K), b (B, K, N); where C exceeds ``limit``
-    elements, computed on blocks of B's columns (or of A's rows, where
-    M > N) of at most ``limit`` output elements each, one after another (lax.map: the blocks' buffers are
-    reused). The blocks are padded with zero columns (rows), whose results
-    are dropped. Each C entry depends only on its row of A and column of B
-    (MixPert's tiles, its special-value and fallback rules too), so the
-    blocks' entries are the whole product's up to the order of the
-    fallback's summation, which its route may change."""
+    """product(a, b) for a (B, M, K), b (B, K, N) float32; where C exceeds
+    ``limit`` elements, computed block by block of B's columns (or of A's
+    rows, where M > N), ``limit`` output elements a block or fewer (one
+    column or row a block where B min(M, N) alone exceeds it), written into
+    one C in a loop (lax.fori_loop: the blocks' buffers are reused, no
+    stacked copy of C). The last block ends at C's edge and overlaps the
+    one before it (no padding; the shared entries are written twice, the
+    second time standing). Each entry of the general branch is a valid
+    result of its row of A and column of B within the scheme's bound; its
+    bits may depend on decisions taken over the whole block (the kernel or
+    the xla backend's sum, the fallback's route, K-splits), so blocks and
+    the whole product can differ in the last bits, not beyond the bound."""
     bsz, m, k = a.shape
     n = b.shape[2]
     if bsz * m * n <= limit:
         return product(a, b)
-    if n < m:  # rows: the transposed product's columns
-        ct = in_blocks(lambda bt, at: jnp.swapaxes(product(jnp.swapaxes(at, 1, 2), jnp.swapaxes(bt, 1, 2)), 1, 2),
-                       jnp.swapaxes(b, 1, 2), jnp.swapaxes(a, 1, 2), limit)
-        return jnp.swapaxes(ct, 1, 2)
-    width = max(1, limit // (bsz * m))
-    blocks = -(-n // width)
-    width = -(-n // blocks)  # equal blocks, the padding below one block
-    b = jnp.pad(b, ((0, 0), (0, 0), (0, blocks * width - n)))
-    b_blocks = jnp.moveaxis(b.reshape(bsz, k, blocks, width), 2, 0)  # (blocks, B, K, width)
-    c = lax.map(lambda b_blk: product(a, b_blk), b_blocks)  # (blocks, B, M, width)
-    return jnp.moveaxis(c, 0, 2).reshape(bsz, m, blocks * width)[:, :, :n]
+    axis = 2 if n >= m else 1  # C's axis cut into blocks: B's columns, or A's rows
+    lines = c_lines = n if axis == 2 else m
+    width = max(1, limit // (bsz * (m if axis == 2 else n)))
+    blocks = -(-lines // width)
+    width = -(-lines // blocks)  # equal blocks, the last one overlapping by less than one block
+
+    def block(j, c):
+        start = jnp.minimum(j * width, c_lines - width)
+        if axis == 2:
+            part = product(a, lax.dynamic_slice_in_dim(b, start, width, axis=2))
+        else:
+            part = product(lax.dynamic_slice_in_dim(a, start, width, axis=1), b)
+        return lax.dynamic_update_slice_in_dim(c, part.astype(c.dtype), start, axis=axis)
+
+    return lax.fori_loop(0, blocks, block, jnp.zeros((bsz, m, n), a.dtype))
 
 
 def general_product(a, b, s: Int8Split, split=None):
