@@ -10,7 +10,8 @@
 // at K = 1M (docs/performance.md, stop 46); here one warp walks one line's
 // flags in K order and does the flagged tiles' multiply-adds directly.
 //
-// Per side, two kernels (rows, then columns: launched in this order):
+// Per side, the line-by-line kernel, and where it goes tile by tile, the
+// tile kernel and the listing kernel before it (rows, then columns):
 // - rows, line by line: a warp per (row r of A, chunk of columns): for each
 //   flagged K-tile t of row r, in increasing t, acc[j] += sum_k a[r, 32 t +
 //   k] b[32 t + k, j] (one FMA chain per output), then C[r, j] += acc[j];

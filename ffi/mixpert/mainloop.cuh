@@ -27,8 +27,9 @@ namespace mixpert {
 // beyond, each of the (NL - 1) steps may round (at most ~1.5 units of the
 // result's last place). The last two levels add in int32 (|P_L| < 2^21 for
 // a 32-wide K-tile, so 128 P_L + P_(L+1) < 2^29: exact), and one conversion
-// rounds that sum to nearest, the value fmaf(P_L, 128, P_(L+1)) gives: two
-// instructions where the chain took five. (The kernel is issue-bound in this
+// rounds that sum to nearest, the value fmaf(P_L, 128, P_(L+1)) gives (two
+// levels: two instructions where the chain took five; three: four where
+// it took eight). (The kernel is issue-bound in this
 // fold: on an H200, ncu, int8_l4 at 8192^3, 6.37 G instructions and 72 % of
 // the issue slots with the chain of magic-number conversions (an integer add
 // and a float subtraction each); 4.22 G and 60 % with this one, the kernel
