@@ -400,7 +400,7 @@ def product_cost(info, scheme: str) -> float:
     """A cost model for ``tune(timer=...)``: the dot's FLOPs times
     ``costs.product_weight(scheme)`` (slice products; FP32 counted as 14,
     tf32 slices as 2, Ozaki II's int8 products as 0.5, MixPert's levels as
-    measured on the MixPert kernel: int8_l1 5.4, int8_l4 7.4), in arbitrary
+    measured on the MixPert kernel: int8_l1 3.9, int8_l4 5.9), in arbitrary
     units.
     For tuning away from the target GPU."""
     return info.flops * product_weight(scheme)
