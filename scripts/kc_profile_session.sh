@@ -3,7 +3,8 @@
 # --time-mixpert on the tree's kernels, then on each overlay directory in
 # $ALTS (files copied over the tree's, rebuilt incrementally, the tree's
 # restored after), then ncu on one launch of the MixPert kernel of each
-# (int8_l4, 8192^3, normal data).
+# (int8_l4, 8192^3, normal data). MEMCHECK_SPEC=BxMxKxN: compute-sanitizer
+# memcheck on the tree's kernels at that shape first.
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"
@@ -16,6 +17,10 @@ echo "build tree: $(( $(date +%s) - t0 )) s" | tee -a "$LOG"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
 for s in $SPECS; do timeout 60 "$KC" --time-mixpert "$s"; done 2>&1 | sed 's/^/tree: /' | tee -a "$LOG"
 cp "$KC" /tmp/kc_tree
+if [ -n "${MEMCHECK_SPEC:-}" ]; then  # compute-sanitizer memcheck on the tree's kernels, one shape
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 /tmp/kc_tree --time-mixpert "$MEMCHECK_SPEC" 2>&1 \
+    | tail -3 | sed 's/^/memcheck: /' | tee -a "$LOG"
+fi
 mkdir -p /tmp/orig
 for alt in ${ALTS:-}; do
   files=$(cd "$alt" && find . -type f)
