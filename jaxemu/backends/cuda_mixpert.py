@@ -582,18 +582,18 @@ def in_blocks(product, a, b, limit: int):
     bits may depend on decisions taken over the whole block (the kernel or
     the xla backend's sum, the fallback's route, K-splits), so blocks and
     the whole product can differ in the last bits, not beyond the bound."""
-    bsz, m, k = a.shape
+    bsz, m, _ = a.shape
     n = b.shape[2]
     if bsz * m * n <= limit:
         return product(a, b)
     axis = 2 if n >= m else 1  # C's axis cut into blocks: B's columns, or A's rows
-    lines = c_lines = n if axis == 2 else m
+    lines = n if axis == 2 else m
     width = max(1, limit // (bsz * (m if axis == 2 else n)))
     blocks = -(-lines // width)
     width = -(-lines // blocks)  # equal blocks, the last one overlapping by less than one block
 
     def block(j, c):
-        start = jnp.minimum(j * width, c_lines - width)
+        start = jnp.minimum(j * width, lines - width)
         if axis == 2:
             part = product(a, lax.dynamic_slice_in_dim(b, start, width, axis=2))
         else:
