@@ -1,7 +1,7 @@
 // The MixPert kernel (sm_90a): one launch per emulated int8 product.
 // Warp-specialized and persistent, as the fused float kernels
 // (ffi/fused/kernel.cuh): warpgroup 0 produces (one thread issues the TMA
-// loads of every slice and scale factor of each stage), warpgroups 1-2
+// loads of every slice and scale factor of each stage), warpgroups 1..kConsumerWarpgroups
 // consume (int8 wgmma, the per-tile FP32 fold, the fused kernels' epilogue).
 #pragma once
 

@@ -1,13 +1,13 @@
 // Mainloop of the MixPert kernel: a producer thread streams stages (every
 // int8 slice of A's and B's 128-step K-tile, and the scale factors of its
-// four MixPert tiles) through a TMA pipeline; two consumer warpgroups, per
+// four MixPert tiles) through a TMA pipeline; the consumer warpgroups, per
 // MixPert K-tile of 32, run each level's slice products on the int8 tensor
 // cores into that level's int32 accumulator (exact), then fold the tile
 // into the FP32 total:
 //   total += (sum_L 2^(7 (NL - 1 - L)) P_L) * (scale_a[row] * scale_b[col])
 // one round-to-nearest FP32 multiply-add per element and K-tile (the level
 // combination may round too, where it exceeds 24 bits). The tile's wait
-// for its wgmma is the price of per-tile exponents: the two consumer
+// for its wgmma is the price of per-tile exponents: the consumer
 // warpgroups take turns, one converting while the other's products run.
 #pragma once
 

@@ -20,10 +20,16 @@ namespace mixpert {
 
 using namespace cute;
 
-template <int SlicesA_, int SlicesB_, int TileN_ = 64>
+template <int SlicesA_, int SlicesB_, int TileN_ = 64, int ConsumerWarpgroups_ = 2>
 struct Traits {
   using Element = int8_t;
-  static constexpr int kTileM = 128;  // two consumer warpgroups of 64 rows
+  // Consumer warpgroups of 64 rows each. Each waits for its K-tile's
+  // products before it folds them (mainloop.cuh): a third warpgroup gives
+  // the schedulers another warp to issue from meanwhile, at 152 registers
+  // per consumer thread instead of 232.
+  static constexpr int kConsumerWarpgroups = ConsumerWarpgroups_;
+  static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "two or three consumer warpgroups");
+  static constexpr int kTileM = 64 * kConsumerWarpgroups;
   static constexpr int kTileN = TileN_;
   static constexpr int kTileK = mixpert::kTileK;
   static constexpr int kSlicesA = SlicesA_;
@@ -33,16 +39,18 @@ struct Traits {
   // 2^-(12 + 7 L) relative to the tile exponents.
   static constexpr int kLevels = kSlicesA > kSlicesB ? kSlicesA : kSlicesB;
   static_assert(kSlicesA >= 2 && kSlicesA <= 3 && kSlicesB >= 2 && kSlicesB <= 3, "MixPert levels I-IV");
-  // Registers per consumer thread: the FP32 total and one int32 accumulator
-  // per level, TileN / 2 values each (a 64 x TileN wgmma tile per warpgroup).
-  static_assert((1 + kLevels) * kTileN / 2 <= 160, "accumulators beyond the consumers' register budget");
   static constexpr int kKTiles = kTileK / kScaleTile;  // MixPert K-tiles per stage (4)
-  static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+  // setmaxnreg: the producer keeps 40 registers, the consumers share the
+  // rest of the SM's 64K (multiples of 8).
   static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
-  static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= kThreads * 168,
-                "setmaxnreg beyond the registers the CTA was launched with");
+  static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 232 : 152;
+  static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= 65536,
+                "setmaxnreg beyond the SM's registers");
+  // Registers per consumer thread: the FP32 total and one int32 accumulator
+  // per level, TileN / 2 values each (a 64 x TileN wgmma tile per
+  // warpgroup), and ~24 for addresses, scale factors and loop state.
+  static_assert((1 + kLevels) * kTileN / 2 + 24 <= kConsumerRegs, "accumulators beyond the consumers' register budget");
   // C is stored from registers (fused/epilogue.cuh); all shared memory is pipeline.
   static constexpr bool kTmaStore = false;
 
@@ -63,7 +71,7 @@ struct Traits {
   using SmemLayoutSB = Layout<Shape<Int<kTileN>, Int<kKTiles>, Int<kStages>>>;
 
   // wgmma 64 x TileN x 32, int8 x int8 -> int32 (exact), both operands
-  // K-major in shared memory; the two consumer warpgroups split the 128 rows.
+  // K-major in shared memory; the consumer warpgroups split the tile's rows.
   using MmaAtom = decltype(GMMA::ss_op_selector<Element, Element, int32_t, TileShape>());
   using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kConsumerWarpgroups>, _1, _1>>{}));
 

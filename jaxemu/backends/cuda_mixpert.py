@@ -39,7 +39,7 @@ from . import xla as xla_backend
 TILE_K = 128       # ffi/mixpert/params.h: kTileK (K-steps per stage; K is padded to it)
 SCALE_TILE = 32    # kScaleTile: the MixPert K-tile the kernel supports
 SCALE_ALIGN = 4    # kScaleAlign: scale rows padded to 16 bytes
-TILE_M, TILE_N = 128, 64  # ffi/mixpert/traits.cuh
+TILE_M, TILE_N = 192, 64  # ffi/mixpert/traits.cuh (three consumer warpgroups of 64 rows; inst/*.cu)
 MIN_EXP, MAX_EXP = -100, 64
 FLAG_PAD = 16      # ffi/mixpert/params.h: kFlagPad (the fallback's transposed flags, lines padded)
 TILES_MIN_LINES, TILES_MAX_NT = 2048, 2048  # fallback_tiles' policy

@@ -4,7 +4,7 @@
 namespace jaxemu {
 namespace mixpert {
 
-std::string run_l3(const Problem& p, cudaStream_t stream) { return launch<Traits<3, 2>>(p, stream); }
+std::string run_l3(const Problem& p, cudaStream_t stream) { return launch<Traits<3, 2, 64, 3>>(p, stream); }
 
 }  // namespace mixpert
 }  // namespace jaxemu
