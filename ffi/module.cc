@@ -548,9 +548,10 @@ XLA_FFI_DEFINE_HANDLER(kColStats, ColStatsImpl,
 // The MixPert kernel (mixpert.h): A slices (L, M, K/TK, Sa, TK) int8, B
 // slices (L, N, K/TK, Sb, TK) int8, scale factors (L, K/32, Mp) and (L,
 // K/32, Np) float32 (rows padded to a multiple of 4) -> C (splits, L, M, N)
-// float32 (mixpert/params.h).
+// float32 (mixpert/params.h). warpgroups: the kernel's consumer
+// warpgroups, 2 or 3, or 0: chosen by shape (mixpert_dispatch.cu).
 ffi::Error MixpertImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer scale_a,
-                       ffi::AnyBuffer scale_b, ffi::Result<ffi::AnyBuffer> c) {
+                       ffi::AnyBuffer scale_b, ffi::Result<ffi::AnyBuffer> c, int32_t warpgroups) {
   auto da = a.dimensions(), db = b.dimensions(), dsa = scale_a.dimensions(), dsb = scale_b.dimensions();
   auto dc = c->dimensions();
   if (a.element_type() != ffi::DataType::S8 || b.element_type() != ffi::DataType::S8 ||
@@ -581,6 +582,7 @@ ffi::Error MixpertImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, 
   p.sa = int(da[3]);
   p.sb = int(db[3]);
   p.splits = int(dc[0]);
+  p.warpgroups = int(warpgroups);
   if (p.m == 0 || p.n == 0 || p.batch == 0) return ffi::Error::Success();
   std::string why = mixpert::check(p);
   if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu mixpert: " + why);
@@ -596,7 +598,8 @@ XLA_FFI_DEFINE_HANDLER(kMixpert, MixpertImpl,
                            .Arg<ffi::AnyBuffer>()   // b: (L, N, K/128, Sb, 128) int8
                            .Arg<ffi::AnyBuffer>()   // scale_a: (L, K/32, Mp) float32
                            .Arg<ffi::AnyBuffer>()   // scale_b: (L, K/32, Np) float32
-                           .Ret<ffi::AnyBuffer>());  // c: (splits, L, M, N) float32
+                           .Ret<ffi::AnyBuffer>()   // c: (splits, L, M, N) float32
+                           .Attr<int32_t>("warpgroups"));
 
 // The MixPert split (mixpert/params.h: SplitProblem): x (L, R, K) float32,
 // or (L, K, R) with columns = 1 -> slices (L, R, K/128, S, 128) int8,

@@ -52,6 +52,29 @@ def test_kernel_is_its_float64_twin(name, m, k, n):
 
 
 @pytest.mark.parametrize("name", LEVELS)
+@pytest.mark.parametrize("m,k,n,batch", [(37, 300, 23, 1), (385, 512, 70, 2), (300, 1001, 260, 1),
+                                         (64, 16384, 130, 1)])  # the last with K-splits
+def test_two_or_three_consumer_warpgroups_give_the_same_bits(monkeypatch, name, m, k, n, batch):
+    """The kernel with 128- and 192-row tiles (JAXEMU_CUDA_MIXPERT_THREE_WARPGROUPS
+    "0" / "1"; by shape otherwise): each output's K-tiles are folded in the
+    same order whichever warpgroup holds its row, so C's bits are the same;
+    both within the twin's bound."""
+    s = get_scheme(name)
+    a, b = T.operands("normal(0,1)", m, k, n, seed=m + n, batch=batch)
+    ap, bp = X.pad_k(jnp.asarray(a), jnp.asarray(b), CM.TILE_K)
+    packed = CM.pack(*X.int8_tile_stats(ap, bp, s)[2:], s)
+    got = {}
+    for flag in ("0", "1"):
+        monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_THREE_WARPGROUPS", flag)
+        assert CM.consumer_warpgroups() == (2 if flag == "0" else 3)
+        got[flag] = np.asarray(jax.jit(lambda *x: CM.kernel_sum(*x))(*packed))
+    np.testing.assert_array_equal(got["0"], got["1"])
+    twin = CM.packed_sum(*packed, max(s.level) + 1)
+    scale = np.abs(np.asarray(a, np.float64)) @ np.abs(np.asarray(b, np.float64))
+    assert np.max(np.abs(got["1"] - twin) / scale) <= (2 * -(-k // 32) + 4) * 2.0 ** -24
+
+
+@pytest.mark.parametrize("name", LEVELS)
 @pytest.mark.parametrize("law", T.LAWS)
 def test_accuracy_against_float64_and_the_xla_backend(name, law):
     a, b = T.operands(law, 256, 2048, 192, seed=7)

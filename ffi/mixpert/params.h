@@ -42,6 +42,7 @@ struct Problem {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int sa = 2, sb = 2;  // slices of A and B: MixPert level (l, r) keeps l + 1 and r + 1
   int splits = 1;      // K-splits, each writing its own partial (deterministic)
+  int warpgroups = 0;  // consumer warpgroups, 2 or 3 (tiles of 64 rows each); 0: by shape (mixpert_dispatch.cu)
 };
 
 // The MixPert split (mixpert/split.cuh): one pass over a float32 operand,

@@ -39,7 +39,7 @@ from . import xla as xla_backend
 TILE_K = 128       # ffi/mixpert/params.h: kTileK (K-steps per stage; K is padded to it)
 SCALE_TILE = 32    # kScaleTile: the MixPert K-tile the kernel supports
 SCALE_ALIGN = 4    # kScaleAlign: scale rows padded to 16 bytes
-TILE_M, TILE_N = 192, 64  # ffi/mixpert/traits.cuh (three consumer warpgroups of 64 rows; inst/*.cu)
+TILE_M, TILE_N = 128, 64  # ffi/mixpert/traits.cuh with two consumer warpgroups (K-splits are chosen for it)
 MIN_EXP, MAX_EXP = -100, 64
 FLAG_PAD = 16      # ffi/mixpert/params.h: kFlagPad (the fallback's transposed flags, lines padded)
 TILES_MIN_LINES, TILES_MAX_NT = 2048, 2048  # fallback_tiles' policy
@@ -165,6 +165,15 @@ def splits_for(m: int, n: int, k: int, batch: int) -> int:
     return k_splits(tiles, k // TILE_K, 4, sm_count())
 
 
+def consumer_warpgroups() -> int:
+    """The MixPert kernel's consumer warpgroups: 0 (by shape, ffi/mixpert_dispatch.cu),
+    or 2 / 3 on every shape where JAXEMU_CUDA_MIXPERT_THREE_WARPGROUPS is "0" / "1"
+    (the same bits either way)."""
+    if not switches.enabled("mixpert_three_warpgroups"):
+        return 2
+    return 3 if switches.forced("mixpert_three_warpgroups") else 0
+
+
 def kernel_sum(a_p, b_p, scale_a, scale_b):
     """One MixPert kernel launch: C (B, M, N) float32, the K-splits' partials
     added in a fixed order (deterministic)."""
@@ -172,7 +181,7 @@ def kernel_sum(a_p, b_p, scale_a, scale_b):
     n = b_p.shape[1]
     splits = splits_for(m, n, ks * TILE_K, bsz)
     c = jax.ffi.ffi_call("jaxemu_mixpert", jax.ShapeDtypeStruct((splits, bsz, m, n), jnp.float32))(
-        a_p, b_p, scale_a, scale_b)
+        a_p, b_p, scale_a, scale_b, warpgroups=np.int32(consumer_warpgroups()))
     return c[0] if splits == 1 else jnp.sum(c, axis=0)
 
 
