@@ -142,14 +142,14 @@ def path_of(backend: str, scheme: str, shape: Shape, exact=(False, False)) -> st
 # (H200, same run: the int8 GEMM 1337 TOP/s, cuBLAS's fp16 655 TFLOP/s;
 # docs/performance.md, stop 29). MixPert's int8 levels on the MixPert
 # kernel (cuda backend): a fixed part (split, fallback, the per-tile fold)
-# plus a share per slice product, fitted to int8_l1 (3 products, 6.26 ms)
-# and int8_l4 (6 products, 9.44 ms) against SGEMM's 22.26 ms at 8192^3,
-# H200, same run (docs/performance.md, stop 50): 3.9 and 5.9 units (the
+# plus a share per slice product, fitted to int8_l1 (3 products, 5.96 ms)
+# and int8_l4 (6 products, 8.90 ms) against SGEMM's 22.12 ms at 8192^3,
+# H200, same run (docs/performance.md, stop 51): 3.8 and 5.6 units (the
 # xla backend's K-tile products, 240 ms for int8_l4, cost ~25x that).
 _FP32_PRODUCT_WEIGHT = 14.0
 _INT8_KERNEL_PRODUCT_WEIGHT = 0.5
-_MIXPERT_FIXED_WEIGHT = 1.94
-_MIXPERT_PRODUCT_WEIGHT = 0.667
+_MIXPERT_FIXED_WEIGHT = 1.90
+_MIXPERT_PRODUCT_WEIGHT = 0.624
 
 
 def product_weight(scheme) -> float:
