@@ -325,7 +325,8 @@ def test_fallback_tiles_policy_and_operands(monkeypatch):
     assert CM.fallback_tiles(8192, 8192, 256) == (True, True)
     assert CM.fallback_tiles(8192, 262144, 4) == (True, True)  # kNN's distances
     assert CM.fallback_tiles(1024, 256, 32768) == (False, False)  # the k-means update
-    assert CM.fallback_tiles(1 << 20, 1024, 8) == (False, False)  # its distances
+    assert CM.fallback_tiles(1 << 20, 1024, 8) == (True, True)  # its distances
+    assert CM.fallback_tiles(300, 200, 8) == (False, False)
     assert CM.fallback_tiles(8192, 8192, CM.TILES_MAX_NT + 4) == (False, False)
     monkeypatch.setenv("JAXEMU_CUDA_MIXPERT_FALLBACK_TILES", "1")
     assert CM.fallback_tiles(3, 5, 1 << 15) == (True, True)

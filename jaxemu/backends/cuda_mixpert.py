@@ -42,7 +42,7 @@ SCALE_ALIGN = 4    # kScaleAlign: scale rows padded to 16 bytes
 TILE_M, TILE_N = 128, 64  # ffi/mixpert/traits.cuh with two consumer warpgroups (K-splits are chosen for it)
 MIN_EXP, MAX_EXP = -100, 64
 FLAG_PAD = 16      # ffi/mixpert/params.h: kFlagPad (the fallback's transposed flags, lines padded)
-TILES_MIN_LINES, TILES_MAX_NT = 2048, 2048  # fallback_tiles' policy
+TILES_MIN_LINES, TILES_MAX_NT = 512, 2048  # fallback_tiles' policy
 
 
 def supports(s) -> bool:
@@ -349,10 +349,16 @@ def fallback_tiles(m: int, n: int, nt: int) -> tuple[bool, bool]:
     of the tiles fall back on uniform and normal data) and K is at most
     TILES_MAX_NT K-tiles (most flagged lines then hold one flagged tile).
     Measured at 8192^3 (H200, stop 49): the fallback 1.74 -> 1.50 ms on
-    normal data; int8_l4 11.86 -> 11.54 ms on uniform data. Off on the
-    k-means update (1024 x 1M x 256) and distances (N = 1024), where it was
-    not measured. $JAXEMU_CUDA_MIXPERT_FALLBACK_TILES: "1" both sides
-    wherever they can, "0" never; the result is the same bits either way."""
+    normal data; int8_l4 11.86 -> 11.54 ms on uniform data. The fallback
+    kernels alone (tests/native/kernel_check.cu, H200, stop 51, lines / tiles,
+    ms): k-means distances 1M x 256 x 1024 1.54 / 0.72, 1000 x 1024 x 1000
+    0.032 / 0.025, 2048^3 0.071 / 0.030; worse tile by tile with at most
+    300 lines on a side (2 x 300 x 1024 x 200 0.023 / 0.030, 4 x 129 x 4096
+    x 64 0.017 / 0.025: the lists' launches) and on the k-means update
+    (1024 x 1M x 256, 32768 K-tiles: 0.88 / 1.95); 4096 x 65536 x 4096
+    (2048 K-tiles) even, 1.43 / 1.47. $JAXEMU_CUDA_MIXPERT_FALLBACK_TILES:
+    "1" both sides wherever they can, "0" never; the result is the same
+    bits either way."""
     if not switches.enabled("mixpert_fallback_tiles"):
         return False, False
     if switches.forced("mixpert_fallback_tiles"):
