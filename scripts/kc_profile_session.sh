@@ -26,10 +26,10 @@ for alt in ${ALTS:-}; do
   files=$(cd "$alt" && find . -type f)
   for f in $files; do mkdir -p "/tmp/orig/$(dirname "$f")"; cp "$f" "/tmp/orig/$f"; cp "$alt/$f" "$f"; done
   t0=$(date +%s)
-  cmake --build build/kernel-check --target jaxemu_kernel_check -j 16 > "$OUT/kc/build_$alt.log" 2>&1 \
-    || { grep error "$OUT/kc/build_$alt.log" | head; exit 1; }
+  cmake --build build/kernel-check --target jaxemu_kernel_check -j 16 > "$OUT/kc/build_${alt//\//_}.log" 2>&1 \
+    || { grep error "$OUT/kc/build_${alt//\//_}.log" | head; exit 1; }
   echo "build $alt: $(( $(date +%s) - t0 )) s" | tee -a "$LOG"
-  cp "$KC" "/tmp/kc_$alt"
+  cp "$KC" "/tmp/kc_${alt//\//_}"
   for s in $SPECS; do timeout 60 "$KC" --time-mixpert "$s"; done 2>&1 | sed "s/^/$alt: /" | tee -a "$LOG"
   for f in $files; do cp "/tmp/orig/$f" "$f"; done
 done

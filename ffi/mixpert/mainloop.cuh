@@ -8,7 +8,11 @@
 // one round-to-nearest FP32 multiply-add per element and K-tile (the level
 // combination may round too, where it exceeds 24 bits). The tile's wait
 // for its wgmma is the price of per-tile exponents: the consumer
-// warpgroups take turns, one converting while the other's products run.
+// warpgroups take turns, one converting while the other's products run;
+// with Traits' kOverlapFold each warpgroup also folds K-tile t while its
+// K-tile t + 1's products run, in a second set of level accumulators
+// (mma's second loop; scripts/variants/overlap_fold instantiates it, to be
+// measured against the single set: docs/performance.md, stop 51).
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -129,8 +133,57 @@ struct Mainloop {
     }
   }
 
+  // One K-tile's products issued into `acc` (asynchronous: the caller
+  // waits with warpgroup_wait before reading acc).
+  template <class Acc, class FragA, class FragB>
+  static CUTLASS_DEVICE void issue(typename T::TiledMma& tiled_mma, FragA const& tCrA, FragB const& tCrB, int t,
+                               int stage, Acc (&acc)[NL]) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int l = 0; l < NL; ++l) warpgroup_fence_operand(acc[l]);
+    warpgroup_arrive();
+    products(tiled_mma, tCrA, tCrB, t, SA * stage, SB * stage, acc);
+    warpgroup_commit_batch();
+  }
+
+  template <class Acc>
+  static CUTLASS_DEVICE void fence(Acc (&acc)[NL]) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int l = 0; l < NL; ++l) warpgroup_fence_operand(acc[l]);
+  }
+
+  // K-tile t of `stage`, its products in acc (complete), folded into the
+  // FP32 total with the tile's scale factors (rows: TM per K-tile, stage
+  // after stage; this thread's two rows and TN / 4 columns).
+  template <class Acc, class Accum>
+  static CUTLASS_DEVICE void fold(Acc const (&acc)[NL], Accum& total, typename T::SharedStorage& smem, int stage, int t,
+                              int const (&rows)[2], int const (&cols)[TN / 4]) {
+    using Epi = fused::Epilogue<T>;
+    const float* sa = smem.scale_a.data() + (stage * T::kKTiles + t) * TM;
+    const float* sb = smem.scale_b.data() + (stage * T::kKTiles + t) * TN;
+    float fa[2], fb[TN / 4];
+    CUTLASS_PRAGMA_UNROLL
+    for (int h = 0; h < 2; ++h) fa[h] = sa[rows[h]];
+    CUTLASS_PRAGMA_UNROLL
+    for (int q = 0; q < TN / 4; q += 2) {  // columns 2j and 2j + 1 are adjacent, the first even
+      const float2 v = *reinterpret_cast<const float2*>(sb + cols[q]);
+      fb[q] = v.x;
+      fb[q + 1] = v.y;
+    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(total); ++i) {
+      const float v = levels_sum(acc, i);
+      // v fa is exact (|v| >= 1 or v = 0, and fa a normal power of two
+      // at least 2^-113: cuda_mixpert.in_range), then one rounding.
+      // (fa fb first could underflow to zero where the contribution
+      // itself is a normal float: fa = fb = 2^-75 at level IV.)
+      total(i) = fmaf(v * fa[Epi::row_of(i)], fb[Epi::col_of(i)], total(i));
+    }
+  }
+
   // The consumers' K-loop of one work item into `total` (FP32; the level
-  // accumulators are local to it, not live across the epilogue).
+  // accumulators are local to it, not live across the epilogue). Each
+  // output's K-tiles are folded in K order, whichever loop runs: the same
+  // bits from both, for any tile shape.
   template <class Accum, class Coords, class ThrMma>
   static __device__ void mma(typename T::Params const& params, Pipeline& pipeline, PipelineState& read,
                              typename T::SharedStorage& smem, fused::WorkTile const& w,
@@ -144,9 +197,6 @@ struct Mainloop {
     Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // smem descriptors
     Tensor tCrB = thr_mma.make_fragment_B(tCsB);
     using IntAcc = decltype(partition_fragment_C(tiled_mma, Shape<Int<TM>, Int<TN>>{}));
-    IntAcc acc[NL];
-    CUTLASS_PRAGMA_UNROLL
-    for (int l = 0; l < NL; ++l) acc[l] = partition_fragment_C(tiled_mma, Shape<Int<TM>, Int<TN>>{});
     clear(total);
     // This thread's two rows and TN / 4 columns of the tile (fused/epilogue.cuh:
     // accumulator i lies in row slot row_of(i), column slot col_of(i)).
@@ -155,48 +205,77 @@ struct Mainloop {
     for (int h = 0; h < 2; ++h) rows[h] = get<0>(coords(2 * h));
     CUTLASS_PRAGMA_UNROLL
     for (int q = 0; q < TN / 4; ++q) cols[q] = get<1>(coords(Epi::value_in_col(q)));
-    const float* scale_a = smem.scale_a.data();
-    const float* scale_b = smem.scale_b.data();
 
     int kb, ke;
     k_range(params.k_tiles, w.split, params.problem.splits, kb, ke);
-    for (int kt = kb; kt < ke; ++kt) {
-      pipeline.consumer_wait(read);
-      const int stage = read.index();
+    if constexpr (!T::kOverlapFold) {
+      IntAcc acc[NL];
       CUTLASS_PRAGMA_UNROLL
-      for (int t = 0; t < T::kKTiles; ++t) {
+      for (int l = 0; l < NL; ++l) acc[l] = partition_fragment_C(tiled_mma, Shape<Int<TM>, Int<TN>>{});
+      for (int kt = kb; kt < ke; ++kt) {
+        pipeline.consumer_wait(read);
+        const int stage = read.index();
         CUTLASS_PRAGMA_UNROLL
-        for (int l = 0; l < NL; ++l) warpgroup_fence_operand(acc[l]);
-        warpgroup_arrive();
-        products(tiled_mma, tCrA, tCrB, t, SA * stage, SB * stage, acc);
-        warpgroup_commit_batch();
-        warpgroup_wait<0>();
-        CUTLASS_PRAGMA_UNROLL
-        for (int l = 0; l < NL; ++l) warpgroup_fence_operand(acc[l]);
-        // The tile's scale factors (rows: TM per K-tile, stage after stage).
-        const float* sa = scale_a + (stage * T::kKTiles + t) * TM;
-        const float* sb = scale_b + (stage * T::kKTiles + t) * TN;
-        float fa[2], fb[TN / 4];
-        CUTLASS_PRAGMA_UNROLL
-        for (int h = 0; h < 2; ++h) fa[h] = sa[rows[h]];
-        CUTLASS_PRAGMA_UNROLL
-        for (int q = 0; q < TN / 4; q += 2) {  // columns 2j and 2j + 1 are adjacent, the first even
-          const float2 v = *reinterpret_cast<const float2*>(sb + cols[q]);
-          fb[q] = v.x;
-          fb[q + 1] = v.y;
+        for (int t = 0; t < T::kKTiles; ++t) {
+          issue(tiled_mma, tCrA, tCrB, t, stage, acc);
+          warpgroup_wait<0>();
+          fence(acc);
+          fold(acc, total, smem, stage, t, rows, cols);
         }
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < size(total); ++i) {
-          const float v = levels_sum(acc, i);
-          // v fa is exact (|v| >= 1 or v = 0, and fa a normal power of two
-          // at least 2^-113: cuda_mixpert.in_range), then one rounding.
-          // (fa fb first could underflow to zero where the contribution
-          // itself is a normal float: fa = fb = 2^-75 at level IV.)
-          total(i) = fmaf(v * fa[Epi::row_of(i)], fb[Epi::col_of(i)], total(i));
-        }
+        pipeline.consumer_release(read);
+        ++read;
       }
-      pipeline.consumer_release(read);
-      ++read;
+    } else {
+      // Two sets of level accumulators: K-tile t + 1's products run while
+      // K-tile t is folded. Every step ends with warpgroup_wait<0>, so no
+      // wgmma is in flight across a loop's back edge (where it would be,
+      // ptxas serializes the wgmma: docs/performance.md, stop 31).
+      static_assert(T::kKTiles % 2 == 0, "the two accumulator sets alternate within a stage");
+      IntAcc even[NL], odd[NL];
+      CUTLASS_PRAGMA_UNROLL
+      for (int l = 0; l < NL; ++l) {
+        even[l] = partition_fragment_C(tiled_mma, Shape<Int<TM>, Int<TN>>{});
+        odd[l] = partition_fragment_C(tiled_mma, Shape<Int<TM>, Int<TN>>{});
+      }
+      if (kb == ke) return;
+      pipeline.consumer_wait(read);
+      issue(tiled_mma, tCrA, tCrB, 0, read.index(), even);
+      warpgroup_wait<0>();
+      fence(even);
+      // One stage: its K-tiles 1.. issued under the fold of the one before;
+      // the next stage's first K-tile under the fold of its last (More).
+      auto stage_steps = [&](auto more) {
+        const int stage = read.index();
+        PipelineState next = read;
+        ++next;
+        CUTLASS_PRAGMA_UNROLL
+        for (int t = 0; t < T::kKTiles; t += 2) {
+          // K-tile t is in `even`, t + 1 goes to `odd`. (The fence after the
+          // issue keeps the fold's reads of `even` after the last wgmma's
+          // issue: ptxas otherwise interleaves the two, and the products
+          // issued last run after the fold instead of under it.)
+          issue(tiled_mma, tCrA, tCrB, t + 1, stage, odd);
+          fence(even);
+          fold(even, total, smem, stage, t, rows, cols);
+          warpgroup_wait<0>();
+          fence(odd);
+          // K-tile t + 1 is in `odd`; t + 2 (or the next stage's first) goes to `even`.
+          if (t + 2 < T::kKTiles) {
+            issue(tiled_mma, tCrA, tCrB, t + 2, stage, even);
+          } else if constexpr (decltype(more)::value) {
+            pipeline.consumer_wait(next);  // (nothing in flight here)
+            issue(tiled_mma, tCrA, tCrB, 0, next.index(), even);
+          }
+          fence(odd);
+          fold(odd, total, smem, stage, t + 1, rows, cols);
+          warpgroup_wait<0>();
+          fence(even);
+        }
+        pipeline.consumer_release(read);
+        ++read;
+      };
+      for (int kt = kb; kt + 1 < ke; ++kt) stage_steps(cute::true_type{});
+      stage_steps(cute::false_type{});
     }
   }
 };

@@ -20,7 +20,7 @@ namespace mixpert {
 
 using namespace cute;
 
-template <int SlicesA_, int SlicesB_, int TileN_ = 64, int ConsumerWarpgroups_ = 2>
+template <int SlicesA_, int SlicesB_, int TileN_ = 64, int ConsumerWarpgroups_ = 2, bool OverlapFold_ = false>
 struct Traits {
   using Element = int8_t;
   // Consumer warpgroups of 64 rows each. Each waits for its K-tile's
@@ -47,10 +47,16 @@ struct Traits {
   static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 232 : 152;
   static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= 65536,
                 "setmaxnreg beyond the SM's registers");
+  // Each warpgroup folds K-tile t while K-tile t + 1's products run
+  // (mainloop.cuh: mma_overlapped), with a second set of level accumulators;
+  // otherwise it waits for each K-tile's products before folding them.
+  static constexpr bool kOverlapFold = OverlapFold_;
   // Registers per consumer thread: the FP32 total and one int32 accumulator
-  // per level, TileN / 2 values each (a 64 x TileN wgmma tile per
-  // warpgroup), and ~24 for addresses, scale factors and loop state.
-  static_assert((1 + kLevels) * kTileN / 2 + 24 <= kConsumerRegs, "accumulators beyond the consumers' register budget");
+  // per level (two with kOverlapFold), TileN / 2 values each (a 64 x TileN
+  // wgmma tile per warpgroup), and ~24 for addresses, scale factors and
+  // loop state.
+  static_assert(((kOverlapFold ? 2 : 1) * kLevels + 1) * kTileN / 2 + 24 <= kConsumerRegs,
+                "accumulators beyond the consumers' register budget");
   // C is stored from registers (fused/epilogue.cuh); all shared memory is pipeline.
   static constexpr bool kTmaStore = false;
 
@@ -73,6 +79,11 @@ struct Traits {
   // wgmma 64 x TileN x 32, int8 x int8 -> int32 (exact), both operands
   // K-major in shared memory; the consumer warpgroups split the tile's rows.
   using MmaAtom = decltype(GMMA::ss_op_selector<Element, Element, int32_t, TileShape>());
+  // One wgmma per warpgroup and slice product: N = 48 (and other widths
+  // that are not a multiple of 64 or 32) needs CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+  // defined before CuTe's headers, or CuTe splits it into narrower ones.
+  static_assert(decltype(size<1>(typename MMA_Traits<MmaAtom>::Shape_MNK{}))::value == kTileN,
+                "the tile's width is not one wgmma: define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED");
   using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kConsumerWarpgroups>, _1, _1>>{}));
 
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
