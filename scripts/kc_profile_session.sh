@@ -4,7 +4,10 @@
 # $ALTS (files copied over the tree's, rebuilt incrementally, the tree's
 # restored after), then ncu on one launch of the MixPert kernel of each
 # (int8_l4, 8192^3, normal data). MEMCHECK_SPEC=BxMxKxN: compute-sanitizer
-# memcheck on the tree's kernels at that shape first.
+# memcheck on the tree's kernels at that shape first. NCU_SKIP: MixPert
+# launches skipped before the profiled one (default 1: the by-shape kernel;
+# 12: the two-consumer-warpgroup one, 23: three; kernel_check runs each 11
+# times in that order).
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"
@@ -36,7 +39,7 @@ done
 for s in 1x8192x8192x8192 1x8192x8192x8192:2x2; do timeout 60 /tmp/kc_tree --time-mixpert "$s"; done 2>&1 | sed 's/^/tree: /' | tee -a "$LOG"
 for b in /tmp/kc_*; do
   echo "== $b: $(cuobjdump -sass "$b" 2>/dev/null | grep -cE 'I2F') I2F in SASS" >> "$LOG"
-  timeout 120 ncu --clock-control none -k regex:mixpert_kernel --launch-skip 1 --launch-count 1 \
+  timeout 120 ncu --clock-control none -k regex:mixpert_kernel --launch-skip "${NCU_SKIP:-1}" --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section WarpStateStats \
     --metrics sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fmaheavy.avg.pct_of_peak_sustained_active \
     "$b" --time-mixpert 1x8192x8192x8192:normal > "$OUT/ncu_$(basename "$b").txt" 2>&1
