@@ -1049,7 +1049,8 @@ bool run_crt(const CrtCase& c, std::mt19937_64& rng, std::string* detail) {
 // --time-f32 BxMxKxN: the FP32-operand kernels' time, A's slices in shared
 // memory against registers, bf16x3 and bf16x6 on normal-ish data (uniform
 // (-1, 1)), promotion every K-tile as the backend asks, K-splits where the
-// output does not fill the GPU; and whether the two forms give the same bits.
+// output does not fill the GPU; and whether the two forms give the same bits;
+// then fp16x3 as the backend runs it on that kernel (A in shared memory).
 int time_f32(const std::string& spec) {
   long long bsz = 0, m = 0, k = 0, n = 0;
   if (std::sscanf(spec.c_str(), "%lldx%lldx%lldx%lld", &bsz, &m, &k, &n) != 4) return 2;
@@ -1114,6 +1115,51 @@ int time_f32(const std::string& spec) {
     const bool same = std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4) == 0;
     std::printf("%s %s splits=%d: A in shared memory %.3f ms, in registers %.3f ms (%.2fx), bits %s\n", spec.c_str(),
                 name, splits, ms[0], ms[1], ms[0] / ms[1], same ? "same" : "DIFFER");
+  }
+  {  // fp16x3 as cuda_fused.f32_product runs it (terms_of(fp16x3, K, 32): hi*lo and lo*hi at 2^-12
+     // promoted every 16 K-tiles, hi*hi every 2; A in shared memory), rows and columns unscaled
+     // (exponents 0: timing only)
+    fused::Problem p;
+    p.a = da.ptr;
+    p.b = db.ptr;
+    p.c = static_cast<float*>(dc.ptr);
+    p.m = m, p.n = n, p.k = k, p.batch = bsz, p.sa = 2, p.sb = 2, p.splits = splits;
+    const int ta[] = {0, 1, 0}, tb[] = {1, 0, 0}, te[] = {-12, -12, 0}, tkc[] = {16, 16, 2};
+    p.nterms = 3;
+    for (int t = 0; t < 3; ++t) {
+      p.term_a[t] = ta[t];
+      p.term_b[t] = tb[t];
+      p.term_exp[t] = te[t];
+      p.kc_tiles[t] = int(std::min<int64_t>(tkc[t], ktiles));
+    }
+    Device dre(size_t(bsz * m) * 4), dce(size_t(bsz * n) * 4);
+    CHECK_CUDA(cudaMemset(dre.ptr, 0, size_t(bsz * m) * 4));
+    CHECK_CUDA(cudaMemset(dce.ptr, 0, size_t(bsz * n) * 4));
+    p.row_exp = static_cast<const int32_t*>(dre.ptr);
+    p.col_exp = static_cast<const int32_t*>(dce.ptr);
+    fused::SplitProblem cut;
+    cut.type = fused::SliceType::kFP16;
+    cut.lo_scale_bits = 12;
+    fused::SplitF32 f32;
+    f32.partials = splits > 1 ? static_cast<float*>(dp.ptr) : nullptr;
+    f32.flags = static_cast<int32_t*>(df.ptr);
+    f32.register_a = false;
+    std::string why = fused::check_f32(p, cut, f32);
+    if (why.empty()) why = fused::run_f32(p, cut, f32, nullptr);
+    if (!why.empty()) {
+      std::printf("fp16x3: %s\n", why.c_str());
+      return 1;
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const int reps = 10;
+    CHECK_CUDA(cudaEventRecord(e0));
+    for (int r = 0; r < reps; ++r) fused::run_f32(p, cut, f32, nullptr);
+    CHECK_CUDA(cudaEventRecord(e1));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float t = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+    std::printf("%s fp16x3 splits=%d: %.3f ms (%.0f emulated TFLOP/s)\n", spec.c_str(), splits, t / reps,
+                2.0 * double(bsz) * double(m) * double(n) * double(k) / (t / reps) * 1e-9);
   }
   return 0;
 }
