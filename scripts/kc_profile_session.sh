@@ -7,7 +7,9 @@
 # memcheck on the tree's kernels at that shape first. NCU_SKIP: MixPert
 # launches skipped before the profiled one (default 1: the by-shape kernel;
 # 12: the two-consumer-warpgroup one, 23: three; kernel_check runs each 11
-# times in that order).
+# times in that order). F32_SPEC=BxMxKxN: --time-f32 there on the tree
+# (bf16x3, bf16x6 and fp16x3 on the FP32-operand kernel) and ncu of
+# fp16x3's kernel (its second launch: the 46th of fused_f32_kernel).
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"
@@ -23,6 +25,14 @@ cp "$KC" /tmp/kc_tree
 if [ -n "${MEMCHECK_SPEC:-}" ]; then  # compute-sanitizer memcheck on the tree's kernels, one shape
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 /tmp/kc_tree --time-mixpert "$MEMCHECK_SPEC" 2>&1 \
     | tail -3 | sed 's/^/memcheck: /' | tee -a "$LOG"
+fi
+if [ -n "${F32_SPEC:-}" ]; then  # the FP32-operand kernel (issue 10's k-means update, dense)
+  timeout 120 /tmp/kc_tree --time-f32 "$F32_SPEC" 2>&1 | sed 's/^/f32: /' | tee -a "$LOG"
+  timeout 180 ncu --clock-control none -k regex:fused_f32_kernel --launch-skip 45 --launch-count 1 --set full \
+    --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum \
+    /tmp/kc_tree --time-f32 "$F32_SPEC" > "$OUT/ncu_f32_fp16x3.txt" 2>&1
+  grep -E "Duration|Issue Slots Busy|Executed Ipc A|hmma|DRAM Throughput|dram__bytes|Registers Per|Achieved Occupancy|Local Memory|Warp Cycles Per Issued" \
+    "$OUT/ncu_f32_fp16x3.txt" | sed 's/^/f32 ncu: /' >> "$LOG"
 fi
 mkdir -p /tmp/orig
 for alt in ${ALTS:-}; do
