@@ -250,10 +250,11 @@ struct Mainloop {
         ++next;
         CUTLASS_PRAGMA_UNROLL
         for (int t = 0; t < T::kKTiles; t += 2) {
-          // K-tile t is in `even`, t + 1 goes to `odd`. (The fence after the
-          // issue keeps the fold's reads of `even` after the last wgmma's
-          // issue: ptxas otherwise interleaves the two, and the products
-          // issued last run after the fold instead of under it.)
+          // K-tile t is in `even`, t + 1 goes to `odd`. (ptxas interleaves
+          // the fold's instructions with the batch's IGMMA issues; the fence
+          // below does not stop it: in the SASS (nvcc 13.0) int8_l4's last
+          // IGMMA of a batch comes after its fold, so that product's
+          // latency is not hidden; int8_l1's fold is about half after it.)
           issue(tiled_mma, tCrA, tCrB, t + 1, stage, odd);
           fence(even);
           fold(even, total, smem, stage, t, rows, cols);

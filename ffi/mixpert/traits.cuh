@@ -48,7 +48,7 @@ struct Traits {
   static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= 65536,
                 "setmaxnreg beyond the SM's registers");
   // Each warpgroup folds K-tile t while K-tile t + 1's products run
-  // (mainloop.cuh: mma_overlapped), with a second set of level accumulators;
+  // (mainloop.cuh: mma's second loop), with a second set of level accumulators;
   // otherwise it waits for each K-tile's products before folding them.
   static constexpr bool kOverlapFold = OverlapFold_;
   // Registers per consumer thread: the FP32 total and one int32 accumulator
