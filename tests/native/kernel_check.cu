@@ -1071,6 +1071,26 @@ int time_f32(const std::string& spec) {
   cudaEvent_t e0, e1;
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
+  // ms per launch of run_f32 over 10 launches, after a checked one (11 in
+  // all: scripts/kc_profile_session.sh counts them for ncu); < 0: it failed.
+  auto time_run = [&](const char* what, const fused::Problem& p, const fused::SplitProblem& cut,
+                      const fused::SplitF32& f32) {
+    std::string why = fused::check_f32(p, cut, f32);
+    if (why.empty()) why = fused::run_f32(p, cut, f32, nullptr);
+    if (!why.empty()) {
+      std::printf("%s: %s\n", what, why.c_str());
+      return -1.0;
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const int reps = 10;
+    CHECK_CUDA(cudaEventRecord(e0));
+    for (int r = 0; r < reps; ++r) fused::run_f32(p, cut, f32, nullptr);
+    CHECK_CUDA(cudaEventRecord(e1));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float t = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+    return double(t) / reps;
+  };
   for (const char* name : {"bf16x3", "bf16x6"}) {
     const FusedScheme* s = nullptr;
     for (const auto& f : fused_schemes())
@@ -1096,20 +1116,8 @@ int time_f32(const std::string& spec) {
       f32.partials = splits > 1 ? static_cast<float*>(dp.ptr) : nullptr;
       f32.flags = static_cast<int32_t*>(df.ptr);
       f32.register_a = reg == 1;
-      std::string why = fused::run_f32(p, cut, f32, nullptr);
-      if (!why.empty()) {
-        std::printf("%s: %s\n", name, why.c_str());
-        return 1;
-      }
-      CHECK_CUDA(cudaDeviceSynchronize());
-      const int reps = 10;
-      CHECK_CUDA(cudaEventRecord(e0));
-      for (int r = 0; r < reps; ++r) fused::run_f32(p, cut, f32, nullptr);
-      CHECK_CUDA(cudaEventRecord(e1));
-      CHECK_CUDA(cudaEventSynchronize(e1));
-      float t = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-      ms[reg] = t / reps;
+      ms[reg] = time_run(name, p, cut, f32);
+      if (ms[reg] < 0) return 1;
       got[reg] = download<float>(dc, size_t(bsz * m * n));
     }
     const bool same = std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4) == 0;
@@ -1144,22 +1152,10 @@ int time_f32(const std::string& spec) {
     f32.partials = splits > 1 ? static_cast<float*>(dp.ptr) : nullptr;
     f32.flags = static_cast<int32_t*>(df.ptr);
     f32.register_a = false;
-    std::string why = fused::check_f32(p, cut, f32);
-    if (why.empty()) why = fused::run_f32(p, cut, f32, nullptr);
-    if (!why.empty()) {
-      std::printf("fp16x3: %s\n", why.c_str());
-      return 1;
-    }
-    CHECK_CUDA(cudaDeviceSynchronize());
-    const int reps = 10;
-    CHECK_CUDA(cudaEventRecord(e0));
-    for (int r = 0; r < reps; ++r) fused::run_f32(p, cut, f32, nullptr);
-    CHECK_CUDA(cudaEventRecord(e1));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-    std::printf("%s fp16x3 splits=%d: %.3f ms (%.0f emulated TFLOP/s)\n", spec.c_str(), splits, t / reps,
-                2.0 * double(bsz) * double(m) * double(n) * double(k) / (t / reps) * 1e-9);
+    const double ms = time_run("fp16x3", p, cut, f32);
+    if (ms < 0) return 1;
+    std::printf("%s fp16x3 splits=%d: %.3f ms (%.0f emulated TFLOP/s)\n", spec.c_str(), splits, ms,
+                2.0 * double(bsz) * double(m) * double(n) * double(k) / ms * 1e-9);
   }
   return 0;
 }
