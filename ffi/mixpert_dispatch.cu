@@ -10,17 +10,17 @@
 namespace jaxemu {
 namespace mixpert {
 
-std::string run_l1_wg2(const Problem&, cudaStream_t);
-std::string run_l2_wg2(const Problem&, cudaStream_t);
-std::string run_l3_wg2(const Problem&, cudaStream_t);
-std::string run_l4_wg2(const Problem&, cudaStream_t);
-std::string run_l1_wg3(const Problem&, cudaStream_t);
-std::string run_l2_wg3(const Problem&, cudaStream_t);
-std::string run_l3_wg3(const Problem&, cudaStream_t);
-std::string run_l4_wg3(const Problem&, cudaStream_t);
+std::string run_l1_wg2(const Problem&, int, cudaStream_t);
+std::string run_l2_wg2(const Problem&, int, cudaStream_t);
+std::string run_l3_wg2(const Problem&, int, cudaStream_t);
+std::string run_l4_wg2(const Problem&, int, cudaStream_t);
+std::string run_l1_wg3(const Problem&, int, cudaStream_t);
+std::string run_l2_wg3(const Problem&, int, cudaStream_t);
+std::string run_l3_wg3(const Problem&, int, cudaStream_t);
+std::string run_l4_wg3(const Problem&, int, cudaStream_t);
 
 namespace {
-using Runner = std::string (*)(const Problem&, cudaStream_t);
+using Runner = std::string (*)(const Problem&, int, cudaStream_t);
 // Level (l, r) keeps l + 1 slices of A and r + 1 of B.
 Runner runner(int sa, int sb, int warpgroups) {
   const bool three = warpgroups == 3;
@@ -43,9 +43,9 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // split (the splits were chosen for 128-row tiles: cuda_mixpert.splits_for).
 int consumer_warpgroups(const Problem& p, int sms) {
   if (p.splits != 1 || sms < 1) return 2;
-  const int64_t tiles_n = ceil_div(p.n, 64) * p.batch;
-  const double two = double(ceil_div(ceil_div(p.m, 128) * tiles_n, sms)) * 128;
-  const double three = double(ceil_div(ceil_div(p.m, 192) * tiles_n, sms)) * 192 * 0.95;
+  const int64_t tiles_n = ceil_div(p.n, kTileN) * p.batch, rows2 = 2 * kWarpgroupRows, rows3 = 3 * kWarpgroupRows;
+  const double two = double(ceil_div(ceil_div(p.m, rows2) * tiles_n, sms)) * rows2;
+  const double three = double(ceil_div(ceil_div(p.m, rows3) * tiles_n, sms)) * rows3 * 0.95;
   return three < two ? 3 : 2;
 }
 
@@ -72,7 +72,7 @@ std::string run(const Problem& p, cudaStream_t stream) {
   cudaError_t e = cudaGetDevice(&device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (e != cudaSuccess) return std::string("cannot query the device: ") + cudaGetErrorString(e);
-  return runner(p.sa, p.sb, p.warpgroups ? p.warpgroups : consumer_warpgroups(p, sms))(p, stream);
+  return runner(p.sa, p.sb, p.warpgroups ? p.warpgroups : consumer_warpgroups(p, sms))(p, sms, stream);
 }
 
 }  // namespace mixpert

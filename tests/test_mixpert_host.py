@@ -515,3 +515,24 @@ def test_unpack_inverts_pack():
     for x, y in zip(ua + ub, a_sl + b_sl):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
+
+
+def test_instantiation_files_are_the_generated_ones():
+    """ffi/mixpert/inst/*.cu are what ffi/mixpert/generate.py writes, and
+    ffi/mixpert_dispatch.cu declares a runner for each (no GPU needed)."""
+    import importlib.util
+    from pathlib import Path
+    ffi = Path(__file__).resolve().parents[1] / "ffi"
+    spec = importlib.util.spec_from_file_location("mixpert_generate", ffi / "mixpert" / "generate.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    want = gen.files()
+    assert sorted(p.name for p in (ffi / "mixpert" / "inst").glob("*.cu")) == sorted(want)
+    for name, text in want.items():
+        assert (ffi / "mixpert" / "inst" / name).read_text() == text, name
+    dispatch = (ffi / "mixpert_dispatch.cu").read_text()
+    for name in want:
+        runner = "run_" + name[len("mixpert_"):-len(".cu")]  # mixpert_l4_wg3.cu: run_l4_wg3
+        assert f"std::string {runner}(const Problem&, int, cudaStream_t);" in dispatch, name
+    overlay = gen.files(overlap=True)
+    assert overlay.keys() == want.keys() and all(", true>>" in t for t in overlay.values())

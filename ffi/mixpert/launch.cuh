@@ -15,7 +15,7 @@ namespace jaxemu {
 namespace mixpert {
 
 template <class T>
-std::string launch(const Problem& p, cudaStream_t stream) {
+std::string launch(const Problem& p, int sms, cudaStream_t stream) {  // sms: the device's SM count
   using Element = typename T::Element;
   if (p.sa != T::kSlicesA || p.sb != T::kSlicesB) return "slice counts do not match the kernel's";
   const int32_t m = int32_t(p.m), n = int32_t(p.n), k = int32_t(p.k), L = int32_t(p.batch);
@@ -51,11 +51,6 @@ std::string launch(const Problem& p, cudaStream_t stream) {
       int(p.k / T::kTileK),
       sched};
 
-  int device = 0, sms = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (e != cudaSuccess) return std::string("cannot query the device: ") + cudaGetErrorString(e);
-
   auto kernel = mixpert_kernel<T>;
   static const int launch_regs = [&] {
     cudaFuncAttributes attr{};
@@ -65,7 +60,7 @@ std::string launch(const Problem& p, cudaStream_t stream) {
     return "kernel compiled with " + std::to_string(launch_regs) + " registers per thread, fewer than its "
            "warpgroups' register split needs (ffi/mixpert/traits.cuh)";
   const int smem_bytes = int(sizeof(typename T::SharedStorage));
-  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (e != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);
 
   const int grid = int(std::min<int64_t>(sched.total(), sms));

@@ -11,8 +11,8 @@
 // warpgroups take turns, one converting while the other's products run;
 // with Traits' kOverlapFold each warpgroup also folds K-tile t while its
 // K-tile t + 1's products run, in a second set of level accumulators
-// (mma's second loop; scripts/variants/overlap_fold instantiates it, to be
-// measured against the single set: docs/performance.md, stop 51).
+// (mma's second loop; `ffi/mixpert/generate.py --overlap` instantiates
+// it, to be measured against the single set: docs/performance.md, stop 51).
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -133,23 +133,24 @@ struct Mainloop {
     }
   }
 
-  // One K-tile's products issued into `acc` (asynchronous: the caller
-  // waits with warpgroup_wait before reading acc).
-  template <class Acc, class FragA, class FragB>
-  static CUTLASS_DEVICE void issue(typename T::TiledMma& tiled_mma, FragA const& tCrA, FragB const& tCrB, int t,
-                               int stage, Acc (&acc)[NL]) {
-    CUTLASS_PRAGMA_UNROLL
-    for (int l = 0; l < NL; ++l) warpgroup_fence_operand(acc[l]);
-    warpgroup_arrive();
-    products(tiled_mma, tCrA, tCrB, t, SA * stage, SB * stage, acc);
-    warpgroup_commit_batch();
-  }
-
+  // Orders the compiler's register accesses of acc around the wgmma.
   template <class Acc>
   static CUTLASS_DEVICE void fence(Acc (&acc)[NL]) {
     CUTLASS_PRAGMA_UNROLL
     for (int l = 0; l < NL; ++l) warpgroup_fence_operand(acc[l]);
   }
+
+  // One K-tile's products issued into `acc` (asynchronous: the caller
+  // waits with warpgroup_wait before reading acc).
+  template <class Acc, class FragA, class FragB>
+  static CUTLASS_DEVICE void issue(typename T::TiledMma& tiled_mma, FragA const& tCrA, FragB const& tCrB, int t,
+                               int stage, Acc (&acc)[NL]) {
+    fence(acc);
+    warpgroup_arrive();
+    products(tiled_mma, tCrA, tCrB, t, SA * stage, SB * stage, acc);
+    warpgroup_commit_batch();
+  }
+
 
   // K-tile t of `stage`, its products in acc (complete), folded into the
   // FP32 total with the tile's scale factors (rows: TM per K-tile, stage

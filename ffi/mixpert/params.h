@@ -32,6 +32,8 @@ namespace mixpert {
 constexpr int kTileK = 128;    // K-steps per pipeline stage (one 128-byte swizzle row of int8)
 constexpr int kScaleTile = 32;  // K-steps per MixPert tile (one int8 wgmma)
 constexpr int kScaleAlign = 4;  // scale_a / scale_b rows padded to this many floats
+constexpr int kWarpgroupRows = 64;  // output rows per consumer warpgroup (one 64 x N wgmma)
+constexpr int kTileN = 64;          // output columns per tile of the instantiated kernels (inst/*.cu)
 
 struct Problem {
   const int8_t* a = nullptr;

@@ -20,7 +20,8 @@ namespace mixpert {
 
 using namespace cute;
 
-template <int SlicesA_, int SlicesB_, int TileN_ = 64, int ConsumerWarpgroups_ = 2, bool OverlapFold_ = false>
+template <int SlicesA_, int SlicesB_, int TileN_ = mixpert::kTileN, int ConsumerWarpgroups_ = 2,
+          bool OverlapFold_ = false>
 struct Traits {
   using Element = int8_t;
   // Consumer warpgroups of 64 rows each. Each waits for its K-tile's
@@ -29,7 +30,7 @@ struct Traits {
   // per consumer thread instead of 232.
   static constexpr int kConsumerWarpgroups = ConsumerWarpgroups_;
   static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "two or three consumer warpgroups");
-  static constexpr int kTileM = 64 * kConsumerWarpgroups;
+  static constexpr int kTileM = kWarpgroupRows * kConsumerWarpgroups;
   static constexpr int kTileN = TileN_;
   static constexpr int kTileK = mixpert::kTileK;
   static constexpr int kSlicesA = SlicesA_;
