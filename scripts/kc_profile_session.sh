@@ -7,9 +7,12 @@
 # memcheck on the tree's kernels at that shape first. NCU_SKIP: MixPert
 # launches skipped before the profiled one (default 1: the by-shape kernel;
 # 12: the two-consumer-warpgroup one, 23: three; kernel_check runs each 11
-# times in that order). F32_SPEC=BxMxKxN: --time-f32 there on the tree
-# (bf16x3, bf16x6 and fp16x3 on the FP32-operand kernel) and ncu of
-# fp16x3's kernel (its second launch: the 46th of fused_f32_kernel).
+# times in that order). F32_SPEC="BxMxKxN ...": --time-f32 there on the
+# tree and on each overlay (bf16x3, bf16x6 and fp16x3 on the FP32-operand
+# kernel, with C's hashes), and ncu of fp16x3's kernel at the first shape
+# (its second launch: the 46th of fused_f32_kernel) on the tree.
+# ALT_SPECS: the MixPert shapes for the overlays (default SPECS; "" for
+# none). NCU_MIXPERT=0: no ncu of the MixPert kernels at the end.
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"
@@ -26,11 +29,14 @@ if [ -n "${MEMCHECK_SPEC:-}" ]; then  # compute-sanitizer memcheck on the tree's
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 /tmp/kc_tree --time-mixpert "$MEMCHECK_SPEC" 2>&1 \
     | tail -3 | sed 's/^/memcheck: /' | tee -a "$LOG"
 fi
+time_f32() {  # $1: the binary, $2: the log's prefix
+  for s in ${F32_SPEC:-}; do timeout 120 "$1" --time-f32 "$s"; done 2>&1 | sed "s/^/$2: /" | tee -a "$LOG"
+}
 if [ -n "${F32_SPEC:-}" ]; then  # the FP32-operand kernel (issue 10's k-means update, dense)
-  timeout 120 /tmp/kc_tree --time-f32 "$F32_SPEC" 2>&1 | sed 's/^/f32: /' | tee -a "$LOG"
+  time_f32 /tmp/kc_tree "tree f32"
   timeout 180 ncu --clock-control none -k regex:fused_f32_kernel --launch-skip 45 --launch-count 1 --set full \
     --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum \
-    /tmp/kc_tree --time-f32 "$F32_SPEC" > "$OUT/ncu_f32_fp16x3.txt" 2>&1
+    /tmp/kc_tree --time-f32 "${F32_SPEC%% *}" > "$OUT/ncu_f32_fp16x3.txt" 2>&1
   grep -E "Duration|Issue Slots Busy|Executed Ipc A|hmma|DRAM Throughput|dram__bytes|Registers Per|Achieved Occupancy|Local Memory|Warp Cycles Per Issued" \
     "$OUT/ncu_f32_fp16x3.txt" | sed 's/^/f32 ncu: /' >> "$LOG"
 fi
@@ -43,9 +49,12 @@ for alt in ${ALTS:-}; do
     || { grep error "$OUT/kc/build_${alt//\//_}.log" | head; exit 1; }
   echo "build $alt: $(( $(date +%s) - t0 )) s" | tee -a "$LOG"
   cp "$KC" "/tmp/kc_${alt//\//_}"
-  for s in $SPECS; do timeout 60 "$KC" --time-mixpert "$s"; done 2>&1 | sed "s/^/$alt: /" | tee -a "$LOG"
+  for s in ${ALT_SPECS-$SPECS}; do timeout 60 "$KC" --time-mixpert "$s"; done 2>&1 | sed "s/^/$alt: /" | tee -a "$LOG"
+  time_f32 "$KC" "$alt f32"
   for f in $files; do cp "/tmp/orig/$f" "$f"; done
 done
+[ -n "${ALTS:-}" ] && time_f32 /tmp/kc_tree "tree f32 (again, after the overlays)"
+[ "${NCU_MIXPERT:-1}" = 0 ] && exit 0
 for s in 1x8192x8192x8192 1x8192x8192x8192:2x2; do timeout 60 /tmp/kc_tree --time-mixpert "$s"; done 2>&1 | sed 's/^/tree: /' | tee -a "$LOG"
 for b in /tmp/kc_*; do
   echo "== $b: $(cuobjdump -sass "$b" 2>/dev/null | grep -cE 'I2F') I2F in SASS" >> "$LOG"

@@ -45,14 +45,43 @@ struct Transform {
   static constexpr int kStageA32 = int(cosize_v<typename T::SmemTileA32>);
   static constexpr int kStageB32 = int(cosize_v<typename T::SmemTileB32>);
   static constexpr int kSliceA = TM * TK, kSliceB = TN * TK;
+  // Run j of consumer thread t of warpgroup wg: A's row r and first K-step
+  // k, B's first column r and K-step k (4 consecutive values each).
+  struct Run {
+    int r, k;
+  };
+  static CUTE_HOST_DEVICE Run run_a(int wg, int t, int j) {
+    const int f = t + 128 * j;  // row f / (TK / 4), K-steps 4 (f % (TK / 4)) ..
+    return {wg * kRowsPerGroup + f / (TK / 4), 4 * (f % (TK / 4))};
+  }
+  static CUTE_HOST_DEVICE Run run_b(int wg, int t, int j) {
+    const int f = t + 128 * j;  // columns 4 (f % (cols / 4)) .., K-step f / (cols / 4)
+    return {wg * kColsPerGroup + 4 * (f % (kColsPerGroup / 4)), f / (kColsPerGroup / 4)};
+  }
+  // Run j + 1 lies kRunRowsA rows of A (kRunStepsB K-steps of B) past run j:
+  // whole swizzle atoms in every layout here, so the swizzle, which acts on
+  // address bits below that distance, maps both alike, and their offsets
+  // differ by a constant (tests/native/f32_layout_check.cu checks it for
+  // every thread and configuration). So only run 0's offsets are kept, in 4
+  // registers instead of 16, and the cut loads all of a thread's runs
+  // before its first store (with the registers that frees): the stores could
+  // alias the stage as far as the compiler knows, so it would keep each
+  // load behind the previous run's stores, one shared-memory latency per
+  // run. H200, fp16x3 at the k-means update, 5.07 -> 4.29 ms
+  // (docs/performance.md, stop 52).
+  static constexpr int kRunRowsA = 128 / (TK / 4), kRunStepsB = 128 / (kColsPerGroup / 4);
+  static constexpr int kRunA32 = kRunRowsA * TK;   // K-major rows of TK floats
+  static constexpr int kRunA = kRunRowsA * TK;     // K-major rows of TK slices
+  static constexpr int kRunB32 = kRunStepsB * 32;  // 32 x 8 float atoms, stacked along K first
+  static constexpr int kRunB = kRunStepsB * TN;    // MN-major rows of TN slices
 
-  // This thread's runs as element offsets at stage 0, slice 0 (computed once:
-  // the swizzled layouts' arithmetic then costs one add per access).
+  // This thread's run 0 as element offsets at stage 0, slice 0 (computed
+  // once: the swizzled layouts' arithmetic then costs one add per access).
   // With A's slices in registers: the FP32 stage offset of each pair of
   // this thread's A fragment elements (cut_a_regs).
   static constexpr int kPairsA = TM * TK / (128 * T::kConsumerWarpgroups) / 2;
   struct Offsets {
-    int a32[kRunsA], a[kRunsA], b32[kRunsB], b[kRunsB], ra32[kPairsA];
+    int a32, a, b32, b, ra32[kPairsA];
   };
   static __device__ __forceinline__ Offsets offsets(typename T::SharedStorage& smem) {
     const int wg = int(threadIdx.x) / 128 - 1, t = int(threadIdx.x) % 128;
@@ -61,20 +90,11 @@ struct Transform {
     Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename T::SmemLayoutA{});        // (TM, TK, slice + SA buf)
     Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename T::SmemLayoutB{});        // (TN, TK, slice + SB buf)
     Offsets o;
-    CUTLASS_PRAGMA_UNROLL
-    for (int j = 0; j < kRunsA; ++j) {
-      const int f = t + 128 * j;  // run f: row f / (TK / 4), K-steps 4 (f % (TK / 4)) ..
-      const int r = wg * kRowsPerGroup + f / (TK / 4), k = 4 * (f % (TK / 4));
-      o.a32[j] = int(&sA32(r, k, 0) - smem.a32.data());
-      o.a[j] = int(&sA(r, k, 0) - smem.a.data());
-    }
-    CUTLASS_PRAGMA_UNROLL
-    for (int j = 0; j < kRunsB; ++j) {
-      const int f = t + 128 * j;  // run f: K-step f / (cols / 4), columns 4 (f % (cols / 4)) ..
-      const int k = f / (kColsPerGroup / 4), c = wg * kColsPerGroup + 4 * (f % (kColsPerGroup / 4));
-      o.b32[j] = int(&sB32(c, k, 0) - smem.b32.data());
-      o.b[j] = int(&sB(c, k, 0) - smem.b.data());
-    }
+    const Run ra = run_a(wg, t, 0), rb = run_b(wg, t, 0);
+    o.a32 = int(&sA32(ra.r, ra.k, 0) - smem.a32.data());
+    o.a = int(&sA(ra.r, ra.k, 0) - smem.a.data());
+    o.b32 = int(&sB32(rb.r, rb.k, 0) - smem.b32.data());
+    o.b = int(&sB(rb.r, rb.k, 0) - smem.b.data());
     if constexpr (T::kRegisterA) {
       // (Offsets from the array's own pointer: loads the compiler sees as
       // shared-memory ones, LDS; through the swizzled tensor they were
@@ -110,13 +130,13 @@ struct Transform {
       const int32_t* row_exp = p.row_exp + int64_t(w.l) * p.m;
       const int32_t* col_exp = p.col_exp + int64_t(w.l) * p.n;
       CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < kRunsA; ++j) {  // Offsets' rows: run f = t + 128 j
-        const int64_t r = int64_t(w.m_blk) * TM + wg * kRowsPerGroup + (t + 128 * j) / (TK / 4);
+      for (int j = 0; j < kRunsA; ++j) {  // the rows of this thread's runs
+        const int64_t r = int64_t(w.m_blk) * TM + run_a(wg, t, j).r;
         factors(r < p.m ? __ldg(row_exp + r) : 0, sc.a[j]);
       }
       CUTLASS_PRAGMA_UNROLL
-      for (int q = 0; q < 4; ++q) {
-        const int64_t c = int64_t(w.n_blk) * TN + wg * kColsPerGroup + 4 * (t % (kColsPerGroup / 4)) + q;
+      for (int q = 0; q < 4; ++q) {  // its runs' 4 columns (the same in each run)
+        const int64_t c = int64_t(w.n_blk) * TN + run_b(wg, t, 0).r + q;
         factors(c < p.n ? __ldg(col_exp + c) : 0, sc.b[q]);
       }
     }
@@ -167,39 +187,46 @@ struct Transform {
 
   // FP32 stage `stage` -> slice buffer `buf`, this thread's share: A's rows
   // (unless A's slices live in registers: cut_a_regs), then B's columns,
-  // scaled first where T::kScaled.
+  // scaled first where T::kScaled; each side's runs all loaded before the
+  // first is cut and stored (kRunA32).
   static __device__ __forceinline__ void run(SplitProblem const& sp, typename T::SharedStorage& smem,
                                              Offsets const& o, int stage, int buf, Scales const& sc) {
     const float step = pow2f(sp.lo_scale_bits);
     if constexpr (!T::kRegisterA) {
       const float* a32 = smem.a32.data() + stage * kStageA32;
       auto* a = reinterpret_cast<uint16_t*>(smem.a.data()) + SA * buf * kSliceA;
+      float4 va[kRunsA];
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kRunsA; ++j) va[j] = *reinterpret_cast<float4 const*>(a32 + o.a32 + j * kRunA32);
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kRunsA; ++j) {
         uint2 w[SA];
-        float4 v = *reinterpret_cast<float4 const*>(a32 + o.a32[j]);
+        float4 v = va[j];
         if constexpr (T::kScaled) {
           v.x = v.x * sc.a[j][0] * sc.a[j][1], v.y = v.y * sc.a[j][0] * sc.a[j][1];
           v.z = v.z * sc.a[j][0] * sc.a[j][1], v.w = v.w * sc.a[j][0] * sc.a[j][1];
         }
         cut4<SA>(step, v, w);
         CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < SA; ++i) *reinterpret_cast<uint2*>(a + o.a[j] + i * kSliceA) = w[i];
+        for (int i = 0; i < SA; ++i) *reinterpret_cast<uint2*>(a + o.a + j * kRunA + i * kSliceA) = w[i];
       }
     }
     const float* b32 = smem.b32.data() + stage * kStageB32;
     auto* b = reinterpret_cast<uint16_t*>(smem.b.data()) + SB * buf * kSliceB;
+    float4 vb[kRunsB];
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kRunsB; ++j) vb[j] = *reinterpret_cast<float4 const*>(b32 + o.b32 + j * kRunB32);
     CUTLASS_PRAGMA_UNROLL
     for (int j = 0; j < kRunsB; ++j) {
       uint2 w[SB];
-      float4 v = *reinterpret_cast<float4 const*>(b32 + o.b32[j]);
+      float4 v = vb[j];
       if constexpr (T::kScaled) {
         v.x = v.x * sc.b[0][0] * sc.b[0][1], v.y = v.y * sc.b[1][0] * sc.b[1][1];
         v.z = v.z * sc.b[2][0] * sc.b[2][1], v.w = v.w * sc.b[3][0] * sc.b[3][1];
       }
       cut4<SB>(step, v, w);
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < SB; ++i) *reinterpret_cast<uint2*>(b + o.b[j] + i * kSliceB) = w[i];
+      for (int i = 0; i < SB; ++i) *reinterpret_cast<uint2*>(b + o.b + j * kRunB + i * kSliceB) = w[i];
     }
   }
 

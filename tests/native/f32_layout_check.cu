@@ -4,7 +4,12 @@
 // elements 2j and 2j + 1 are K-steps k and k + 1 of one row with k even,
 // and in the FP32 stage (128-byte swizzle) they are adjacent floats at an
 // 8-byte aligned offset, so that one 8-byte load gives both. And each
-// element of the 128 x 32 tile is some thread's, once. No GPU needed:
+// element of the 128 x 32 tile is some thread's, once. Then, for every
+// configuration, the cut's runs (transform.cuh: Transform::run_a / run_b):
+// in each of the four layouts (FP32 stages, slice tiles of A and B) a
+// thread's run j lies at its run 0's offset plus j times the constant the
+// kernel adds (kRunA32, kRunA, kRunB32, kRunB), and the runs cover each
+// tile once. No GPU needed:
 //   nvcc -std=c++17 -arch=sm_90a --expt-relaxed-constexpr -Iffi -I.cutlass/include \
 //     tests/native/f32_layout_check.cu -o /tmp/f32_layout_check && /tmp/f32_layout_check
 #include <cstdint>
@@ -12,6 +17,7 @@
 #include <vector>
 
 #include "fused/traits_f32.cuh"
+#include "fused/transform.cuh"
 
 using namespace cute;
 using namespace jaxemu::fused;
@@ -45,6 +51,62 @@ int check(const char* name) {
   return bad != 0;
 }
 
+// A 1024-byte aligned array of n elements: the swizzles act on address bits.
+template <class E>
+E* aligned(std::vector<char>& store, size_t n) {
+  store.assign(n * sizeof(E) + 1024, 0);
+  return reinterpret_cast<E*>((reinterpret_cast<uintptr_t>(store.data()) + 1023) & ~uintptr_t(1023));
+}
+
+template <class T>
+int check_runs(const char* name) {
+  using X = Transform<T>;
+  using E = typename T::Element;
+  std::vector<char> s0, s1, s2, s3;
+  float* a32 = aligned<float>(s0, cosize_v<typename T::SmemLayoutA32>);
+  float* b32 = aligned<float>(s1, cosize_v<typename T::SmemLayoutB32>);
+  E* a = aligned<E>(s2, cosize_v<typename T::SmemLayoutA>);
+  E* b = aligned<E>(s3, cosize_v<typename T::SmemLayoutB>);
+  Tensor sA32 = make_tensor(make_smem_ptr(a32), typename T::SmemLayoutA32{});
+  Tensor sB32 = make_tensor(make_smem_ptr(b32), typename T::SmemLayoutB32{});
+  Tensor sA = make_tensor(make_smem_ptr(a), typename T::SmemLayoutA{});
+  Tensor sB = make_tensor(make_smem_ptr(b), typename T::SmemLayoutB{});
+  std::vector<int> seen_a(T::kTileM * T::kTileK, 0), seen_b(T::kTileN * T::kTileK, 0);
+  int bad = 0;
+  auto expect = [&](bool ok, int wg, int t, int j, const char* what) {
+    if (!ok && bad++ < 5) std::printf("%s: warpgroup %d thread %d run %d: %s\n", name, wg, t, j, what);
+  };
+  for (int wg = 0; wg < T::kConsumerWarpgroups; ++wg)
+    for (int t = 0; t < 128; ++t) {
+      const auto a0 = X::run_a(wg, t, 0), b0 = X::run_b(wg, t, 0);
+      for (int j = 0; j < X::kRunsA; ++j) {
+        const auto r = X::run_a(wg, t, j);
+        expect(&sA32(r.r, r.k, 0) - a32 == (&sA32(a0.r, a0.k, 0) - a32) + j * X::kRunA32, wg, t, j, "A's stage");
+        expect(&sA(r.r, r.k, 0) - a == (&sA(a0.r, a0.k, 0) - a) + j * X::kRunA, wg, t, j, "A's slice tile");
+        for (int q = 0; q < 4; ++q) {  // 4 consecutive K-steps, contiguous in both (one 16-byte load, one 8-byte store)
+          expect(&sA32(r.r, r.k + q, 0) == &sA32(r.r, r.k, 0) + q && &sA(r.r, r.k + q, 0) == &sA(r.r, r.k, 0) + q,
+                 wg, t, j, "A's run not contiguous");
+          seen_a[r.r * T::kTileK + r.k + q]++;
+        }
+      }
+      for (int j = 0; j < X::kRunsB; ++j) {
+        const auto r = X::run_b(wg, t, j);
+        expect(&sB32(r.r, r.k, 0) - b32 == (&sB32(b0.r, b0.k, 0) - b32) + j * X::kRunB32, wg, t, j, "B's stage");
+        expect(&sB(r.r, r.k, 0) - b == (&sB(b0.r, b0.k, 0) - b) + j * X::kRunB, wg, t, j, "B's slice tile");
+        expect(r.r - b0.r == 0, wg, t, j, "B's runs on other columns (Scales)");
+        for (int q = 0; q < 4; ++q) {  // 4 consecutive columns
+          expect(&sB32(r.r + q, r.k, 0) == &sB32(r.r, r.k, 0) + q && &sB(r.r + q, r.k, 0) == &sB(r.r, r.k, 0) + q,
+                 wg, t, j, "B's run not contiguous");
+          seen_b[(r.r + q) * T::kTileK + r.k]++;
+        }
+      }
+    }
+  for (int v : seen_a) bad += v != 1;
+  for (int v : seen_b) bad += v != 1;
+  std::printf("%s runs: %s\n", name, bad ? "FAIL" : "ok");
+  return bad != 0;
+}
+
 int main() {
   int fails = 0;
   fails += check<TraitsF32<cutlass::bfloat16_t, 2, 2, 3, true>>("s2_t3");
@@ -54,6 +116,19 @@ int main() {
   fails += check<TraitsF32<cutlass::bfloat16_t, 2, 1, 2, true>>("s2x1_t2");
   fails += check<TraitsF32<cutlass::bfloat16_t, 1, 3, 3, true>>("s1x3_t3");
   fails += check<TraitsF32<cutlass::bfloat16_t, 3, 1, 3, true>>("s3x1_t3");
+  // the cut's runs, every configuration (cuda_fused.F32_KERNELS; A in
+  // shared memory, bf16 and fp16, and in registers)
+  fails += check_runs<TraitsF32<cutlass::bfloat16_t, 2, 2, 3>>("bf16 s2_t3");
+  fails += check_runs<TraitsF32<cutlass::bfloat16_t, 3, 3, 6>>("bf16 s3_t6");
+  fails += check_runs<TraitsF32<cutlass::bfloat16_t, 3, 3, 9>>("bf16 s3_t9");
+  fails += check_runs<TraitsF32<cutlass::bfloat16_t, 1, 2, 2>>("bf16 s1x2_t2");
+  fails += check_runs<TraitsF32<cutlass::bfloat16_t, 2, 1, 2>>("bf16 s2x1_t2");
+  fails += check_runs<TraitsF32<cutlass::bfloat16_t, 1, 3, 3>>("bf16 s1x3_t3");
+  fails += check_runs<TraitsF32<cutlass::bfloat16_t, 3, 1, 3>>("bf16 s3x1_t3");
+  fails += check_runs<TraitsF32<cutlass::bfloat16_t, 3, 3, 6, true>>("bf16 s3_t6 register A");
+  fails += check_runs<TraitsF32<cutlass::half_t, 2, 2, 1, false, 2>>("fp16 s2_t1_2");
+  fails += check_runs<TraitsF32<cutlass::half_t, 1, 2, 1, false, 1>>("fp16 s1x2_t1_1");
+  fails += check_runs<TraitsF32<cutlass::half_t, 2, 1, 1, false, 1>>("fp16 s2x1_t1_1");
   // the term tables (cuda_fused.terms_of, smallest first)
   static_assert(f32_term_pair(3, 3, 6, 0, true) == 0 && f32_term_pair(3, 3, 6, 0, false) == 2, "bf16x6's first term");
   static_assert(f32_term_pair(3, 3, 6, 5, true) == 0 && f32_term_pair(3, 3, 6, 5, false) == 0, "hi*hi last");

@@ -1044,6 +1044,19 @@ bool run_crt(const CrtCase& c, std::mt19937_64& rng, std::string* detail) {
   return wrong == 0;
 }
 
+// FNV-1a over the bits of a result: the timing modes print it, so that two
+// builds (a kernel variant against the tree, scripts/kc_profile_session.sh's
+// overlays) can be seen to give the same bits.
+unsigned long long fnv1a(const std::vector<float>& v) {
+  uint64_t h = 1469598103934665603ull;
+  for (const float x : v) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    h = (h ^ bits) * 1099511628211ull;
+  }
+  return static_cast<unsigned long long>(h);
+}
+
 }  // namespace
 
 // --time-f32 BxMxKxN: the FP32-operand kernels' time, A's slices in shared
@@ -1121,8 +1134,8 @@ int time_f32(const std::string& spec) {
       got[reg] = download<float>(dc, size_t(bsz * m * n));
     }
     const bool same = std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4) == 0;
-    std::printf("%s %s splits=%d: A in shared memory %.3f ms, in registers %.3f ms (%.2fx), bits %s\n", spec.c_str(),
-                name, splits, ms[0], ms[1], ms[0] / ms[1], same ? "same" : "DIFFER");
+    std::printf("%s %s splits=%d: A in shared memory %.3f ms, in registers %.3f ms (%.2fx), bits %s (FNV-1a %016llx)\n",
+                spec.c_str(), name, splits, ms[0], ms[1], ms[0] / ms[1], same ? "same" : "DIFFER", fnv1a(got[0]));
   }
   {  // fp16x3 as cuda_fused.f32_product runs it (terms_of(fp16x3, K, 32): hi*lo and lo*hi at 2^-12
      // promoted every 16 K-tiles, hi*hi every 2; A in shared memory), rows and columns unscaled
@@ -1154,8 +1167,9 @@ int time_f32(const std::string& spec) {
     f32.register_a = false;
     const double ms = time_run("fp16x3", p, cut, f32);
     if (ms < 0) return 1;
-    std::printf("%s fp16x3 splits=%d: %.3f ms (%.0f emulated TFLOP/s)\n", spec.c_str(), splits, ms,
-                2.0 * double(bsz) * double(m) * double(n) * double(k) / ms * 1e-9);
+    std::printf("%s fp16x3 splits=%d: %.3f ms (%.0f emulated TFLOP/s; FNV-1a %016llx)\n", spec.c_str(), splits, ms,
+                2.0 * double(bsz) * double(m) * double(n) * double(k) / ms * 1e-9,
+                fnv1a(download<float>(dc, size_t(bsz * m * n))));
   }
   return 0;
 }
@@ -1277,18 +1291,10 @@ int time_mixpert(const std::string& spec) {
     return double(ms) / reps;
   };
   const double t_split = time("split", split_once);
-  // The kernel's C, hashed (FNV-1a over the bits): equal across builds that
-  // claim the same bits (a variant of the fold, ffi/mixpert/mainloop.cuh),
-  // and for two or three consumer warpgroups.
-  auto c_hash = [&] {
-    uint64_t h = 1469598103934665603ull;
-    for (const float x : download<float>(dc, size_t(bsz * m * n))) {
-      uint32_t bits;
-      std::memcpy(&bits, &x, 4);
-      h = (h ^ bits) * 1099511628211ull;
-    }
-    return static_cast<unsigned long long>(h);
-  };
+  // The kernel's C, hashed: equal across builds that claim the same bits (a
+  // variant of the fold, ffi/mixpert/mainloop.cuh), and for two or three
+  // consumer warpgroups.
+  auto c_hash = [&] { return fnv1a(download<float>(dc, size_t(bsz * m * n))); };
   // By shape (as the backend runs it) first: ncu's --launch-skip 1 profiles it.
   const double t_kernel = time("kernel", [&] { return mixpert::run(p, nullptr); });
   const unsigned long long hash = c_hash();
