@@ -8,11 +8,11 @@
 // one round-to-nearest FP32 multiply-add per element and K-tile (the level
 // combination may round too, where it exceeds 24 bits). The tile's wait
 // for its wgmma is the price of per-tile exponents: the consumer
-// warpgroups take turns, one converting while the other's products run;
-// with Traits' kOverlapFold each warpgroup also folds K-tile t while its
-// K-tile t + 1's products run, in a second set of level accumulators
-// (mma's second loop; `ffi/mixpert/generate.py --overlap` instantiates
-// it, to be measured against the single set: docs/performance.md, stop 51).
+// warpgroups take turns, one converting while the other's products run.
+// (A warpgroup folding K-tile t while its own K-tile t + 1's products run,
+// in a second set of level accumulators at narrower tiles, was slower on
+// every shape from 2048^3 up: 8192^3 7.61 -> 8.27 ms with two warpgroups,
+// 7.17 -> 11.1 with three; H200, docs/performance.md, stop 52.)
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -183,8 +183,8 @@ struct Mainloop {
 
   // The consumers' K-loop of one work item into `total` (FP32; the level
   // accumulators are local to it, not live across the epilogue). Each
-  // output's K-tiles are folded in K order, whichever loop runs: the same
-  // bits from both, for any tile shape.
+  // output's K-tiles are folded in K order: the same bits for any tile
+  // shape and number of consumer warpgroups.
   template <class Accum, class Coords, class ThrMma>
   static __device__ void mma(typename T::Params const& params, Pipeline& pipeline, PipelineState& read,
                              typename T::SharedStorage& smem, fused::WorkTile const& w,
@@ -209,75 +209,21 @@ struct Mainloop {
 
     int kb, ke;
     k_range(params.k_tiles, w.split, params.problem.splits, kb, ke);
-    if constexpr (!T::kOverlapFold) {
-      IntAcc acc[NL];
-      CUTLASS_PRAGMA_UNROLL
-      for (int l = 0; l < NL; ++l) acc[l] = partition_fragment_C(tiled_mma, Shape<Int<TM>, Int<TN>>{});
-      for (int kt = kb; kt < ke; ++kt) {
-        pipeline.consumer_wait(read);
-        const int stage = read.index();
-        CUTLASS_PRAGMA_UNROLL
-        for (int t = 0; t < T::kKTiles; ++t) {
-          issue(tiled_mma, tCrA, tCrB, t, stage, acc);
-          warpgroup_wait<0>();
-          fence(acc);
-          fold(acc, total, smem, stage, t, rows, cols);
-        }
-        pipeline.consumer_release(read);
-        ++read;
-      }
-    } else {
-      // Two sets of level accumulators: K-tile t + 1's products run while
-      // K-tile t is folded. Every step ends with warpgroup_wait<0>, so no
-      // wgmma is in flight across a loop's back edge (where it would be,
-      // ptxas serializes the wgmma: docs/performance.md, stop 31).
-      static_assert(T::kKTiles % 2 == 0, "the two accumulator sets alternate within a stage");
-      IntAcc even[NL], odd[NL];
-      CUTLASS_PRAGMA_UNROLL
-      for (int l = 0; l < NL; ++l) {
-        even[l] = partition_fragment_C(tiled_mma, Shape<Int<TM>, Int<TN>>{});
-        odd[l] = partition_fragment_C(tiled_mma, Shape<Int<TM>, Int<TN>>{});
-      }
-      if (kb == ke) return;
+    IntAcc acc[NL];
+    CUTLASS_PRAGMA_UNROLL
+    for (int l = 0; l < NL; ++l) acc[l] = partition_fragment_C(tiled_mma, Shape<Int<TM>, Int<TN>>{});
+    for (int kt = kb; kt < ke; ++kt) {
       pipeline.consumer_wait(read);
-      issue(tiled_mma, tCrA, tCrB, 0, read.index(), even);
-      warpgroup_wait<0>();
-      fence(even);
-      // One stage: its K-tiles 1.. issued under the fold of the one before;
-      // the next stage's first K-tile under the fold of its last (More).
-      auto stage_steps = [&](auto more) {
-        const int stage = read.index();
-        PipelineState next = read;
-        ++next;
-        CUTLASS_PRAGMA_UNROLL
-        for (int t = 0; t < T::kKTiles; t += 2) {
-          // K-tile t is in `even`, t + 1 goes to `odd`. (ptxas interleaves
-          // the fold's instructions with the batch's IGMMA issues; the fence
-          // below does not stop it: in the SASS (nvcc 13.0) int8_l4's last
-          // IGMMA of a batch comes after its fold, so that product's
-          // latency is not hidden; int8_l1's fold is about half after it.)
-          issue(tiled_mma, tCrA, tCrB, t + 1, stage, odd);
-          fence(even);
-          fold(even, total, smem, stage, t, rows, cols);
-          warpgroup_wait<0>();
-          fence(odd);
-          // K-tile t + 1 is in `odd`; t + 2 (or the next stage's first) goes to `even`.
-          if (t + 2 < T::kKTiles) {
-            issue(tiled_mma, tCrA, tCrB, t + 2, stage, even);
-          } else if constexpr (decltype(more)::value) {
-            pipeline.consumer_wait(next);  // (nothing in flight here)
-            issue(tiled_mma, tCrA, tCrB, 0, next.index(), even);
-          }
-          fence(odd);
-          fold(odd, total, smem, stage, t + 1, rows, cols);
-          warpgroup_wait<0>();
-          fence(even);
-        }
-        pipeline.consumer_release(read);
-        ++read;
-      };
-      for (int kt = kb; kt + 1 < ke; ++kt) stage_steps(cute::true_type{});
-      stage_steps(cute::false_type{});
+      const int stage = read.index();
+      CUTLASS_PRAGMA_UNROLL
+      for (int t = 0; t < T::kKTiles; ++t) {
+        issue(tiled_mma, tCrA, tCrB, t, stage, acc);
+        warpgroup_wait<0>();
+        fence(acc);
+        fold(acc, total, smem, stage, t, rows, cols);
+      }
+      pipeline.consumer_release(read);
+      ++read;
     }
   }
 };

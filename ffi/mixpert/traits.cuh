@@ -20,8 +20,7 @@ namespace mixpert {
 
 using namespace cute;
 
-template <int SlicesA_, int SlicesB_, int TileN_ = mixpert::kTileN, int ConsumerWarpgroups_ = 2,
-          bool OverlapFold_ = false>
+template <int SlicesA_, int SlicesB_, int TileN_ = mixpert::kTileN, int ConsumerWarpgroups_ = 2>
 struct Traits {
   using Element = int8_t;
   // Consumer warpgroups of 64 rows each. Each waits for its K-tile's
@@ -48,15 +47,10 @@ struct Traits {
   static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 232 : 152;
   static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= 65536,
                 "setmaxnreg beyond the SM's registers");
-  // Each warpgroup folds K-tile t while K-tile t + 1's products run
-  // (mainloop.cuh: mma's second loop), with a second set of level accumulators;
-  // otherwise it waits for each K-tile's products before folding them.
-  static constexpr bool kOverlapFold = OverlapFold_;
   // Registers per consumer thread: the FP32 total and one int32 accumulator
-  // per level (two with kOverlapFold), TileN / 2 values each (a 64 x TileN
-  // wgmma tile per warpgroup), and ~24 for addresses, scale factors and
-  // loop state.
-  static_assert(((kOverlapFold ? 2 : 1) * kLevels + 1) * kTileN / 2 + 24 <= kConsumerRegs,
+  // per level, TileN / 2 values each (a 64 x TileN wgmma tile per
+  // warpgroup), and ~24 for addresses, scale factors and loop state.
+  static_assert((kLevels + 1) * kTileN / 2 + 24 <= kConsumerRegs,
                 "accumulators beyond the consumers' register budget");
   // C is stored from registers (fused/epilogue.cuh); all shared memory is pipeline.
   static constexpr bool kTmaStore = false;
