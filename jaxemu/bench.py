@@ -328,7 +328,14 @@ def main(argv=None) -> int:
     p.add_argument("--mixed-schemes", default="auto,bf16x6,fp16x3")
     p.add_argument("--mixed-sides", default="both", choices=["both", "rows"],
                    help="mix A's rows and B's columns (APE Fig. 8), or A's rows only (auto's row hybrid)")
+    p.add_argument("--from-json", default=None, metavar="PATH",
+                   help="measure nothing: print the tables and draw --plot / --md from an earlier run's --json "
+                        "(a device run whose plot did not come back)")
     args = p.parse_args(argv)
+    if args.from_json:
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        return report(saved["rows"], saved["facts"], args)
     if args.suite == "shapes":
         if args.shapes == p.get_default("shapes"):
             args.shapes = ",".join(SUITE_SHAPES.values())
@@ -352,6 +359,11 @@ def main(argv=None) -> int:
                           args.reps, args.seed, args.mixed_sides)
     with open(args.json, "w") as f:
         json.dump(dict(facts=facts, rows=rows), f, indent=1)
+    return report(rows, facts, args)
+
+
+def report(rows: List[dict], facts: dict, args) -> int:
+    """The markdown, the Pareto plot and the printed tables of a run."""
     if args.md:
         with open(args.md, "w") as f:
             f.write(markdown([r for r in rows if not r.get("error_only")], facts))
@@ -359,8 +371,9 @@ def main(argv=None) -> int:
                 f.write("\n```\n" + suite_table(rows) + "\n```\n")
     if args.plot:
         shape = [int(x) for x in args.plot_shape.split("x")]
+        law = next((r["law"] for r in rows if r.get("law")), args.law)
         note = pareto_plot(rows, shape, args.plot,
-                           f"{facts['device']}, jax {facts['jax']}, {'x'.join(map(str, shape))}, {args.law}")
+                           f"{facts['device']}, jax {facts['jax']}, {'x'.join(map(str, shape))}, {law}")
         if note:
             print(note)
     print()
