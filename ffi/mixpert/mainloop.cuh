@@ -151,7 +151,6 @@ struct Mainloop {
     warpgroup_commit_batch();
   }
 
-
   // K-tile t of `stage`, its products in acc (complete), folded into the
   // FP32 total with the tile's scale factors (rows: TM per K-tile, stage
   // after stage; this thread's two rows and TN / 4 columns).

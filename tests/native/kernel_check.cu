@@ -1057,6 +1057,32 @@ unsigned long long fnv1a(const std::vector<float>& v) {
   return static_cast<unsigned long long>(h);
 }
 
+// ms per launch over 10 launches, after a first one whose error is checked
+// (11 in all: scripts/kc_profile_session.sh counts them for ncu's
+// --launch-skip); < 0 (and the error printed) when that first one failed.
+// `launch` returns "" or the error.
+template <class Launch>
+double ms_per_launch(const char* what, Launch&& launch) {
+  if (std::string why = launch(); !why.empty()) {
+    std::printf("%s: %s\n", what, why.c_str());
+    return -1.0;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  const int reps = 10;
+  CHECK_CUDA(cudaEventRecord(e0));
+  for (int r = 0; r < reps; ++r) launch();
+  CHECK_CUDA(cudaEventRecord(e1));
+  CHECK_CUDA(cudaEventSynchronize(e1));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+  CHECK_CUDA(cudaEventDestroy(e0));
+  CHECK_CUDA(cudaEventDestroy(e1));
+  return double(ms) / reps;
+}
+
 }  // namespace
 
 // --time-f32 BxMxKxN: the FP32-operand kernels' time, A's slices in shared
@@ -1081,28 +1107,14 @@ int time_f32(const std::string& spec) {
   int splits = 1;
   while (tiles * (splits + 1) <= sms && ktiles >= 8 * (splits + 1) && splits < 16) ++splits;
   Device dp(size_t(splits > 1 ? splits * bsz * m * n : 1) * 4);
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-  // ms per launch of run_f32 over 10 launches, after a checked one (11 in
-  // all: scripts/kc_profile_session.sh counts them for ncu); < 0: it failed.
+  // ms per launch of run_f32 (ms_per_launch), after check_f32's verdict; < 0: refused or failed.
   auto time_run = [&](const char* what, const fused::Problem& p, const fused::SplitProblem& cut,
                       const fused::SplitF32& f32) {
-    std::string why = fused::check_f32(p, cut, f32);
-    if (why.empty()) why = fused::run_f32(p, cut, f32, nullptr);
-    if (!why.empty()) {
+    if (std::string why = fused::check_f32(p, cut, f32); !why.empty()) {
       std::printf("%s: %s\n", what, why.c_str());
       return -1.0;
     }
-    CHECK_CUDA(cudaDeviceSynchronize());
-    const int reps = 10;
-    CHECK_CUDA(cudaEventRecord(e0));
-    for (int r = 0; r < reps; ++r) fused::run_f32(p, cut, f32, nullptr);
-    CHECK_CUDA(cudaEventRecord(e1));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-    return double(t) / reps;
+    return ms_per_launch(what, [&] { return fused::run_f32(p, cut, f32, nullptr); });
   };
   for (const char* name : {"bf16x3", "bf16x6"}) {
     const FusedScheme* s = nullptr;
@@ -1272,23 +1284,10 @@ int time_mixpert(const std::string& spec) {
   Device work(size_t(bsz * (m + n) + 2) * 4);
   tiles.rows_tiles = tiles.columns_tiles = true;
   tiles.work = static_cast<int32_t*>(work.ptr);
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
   auto time = [&](const char* what, auto&& launch) {
-    if (std::string why = launch(); !why.empty()) {
-      std::printf("%s: %s\n", what, why.c_str());
-      std::exit(1);
-    }
-    CHECK_CUDA(cudaDeviceSynchronize());
-    const int reps = 10;
-    CHECK_CUDA(cudaEventRecord(e0));
-    for (int r = 0; r < reps; ++r) launch();
-    CHECK_CUDA(cudaEventRecord(e1));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    return double(ms) / reps;
+    const double ms = ms_per_launch(what, launch);
+    if (ms < 0) std::exit(1);
+    return ms;
   };
   const double t_split = time("split", split_once);
   // The kernel's C, hashed: equal across builds that claim the same bits (a
