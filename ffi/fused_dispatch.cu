@@ -230,21 +230,29 @@ std::string finish_f32(const Problem& p, const SplitF32& f32, int sms, cudaStrea
   const int64_t count = p.batch * p.m * p.n;
   const int blocks = fixup_blocks(count, sms);
   if (p.splits > 1) reduce_splits_kernel<<<blocks, 256, 0, stream>>>(f32.partials, p.c, count, p.splits, f32.flags);
-  fixup_special_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(p.a), static_cast<const float*>(p.b), p.c,
-                                                   p.m, p.n, p.k, p.batch, false, f32.flags, nullptr);
+  // With fp16's exponents found in the kernel (item_exp), an entry that is
+  // not finite may be a value past the headroom, which the pass's exponents
+  // would have held: the raised flag goes back to the caller, which redoes
+  // the product with them (jaxemu/backends/cuda_fused.py: f32_product)
+  // rather than give FP32's value here, one thread per entry.
+  if (p.item_exp == nullptr)
+    fixup_special_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(p.a), static_cast<const float*>(p.b),
+                                                     p.c, p.m, p.n, p.k, p.batch, false, f32.flags, nullptr);
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("split-K sum / fix-up launch: ") + cudaGetErrorString(e);
 }
 
-#define JAXEMU_F32_DECLARE(name, type, slices_a, slices_b, terms, register_a) \
+#define JAXEMU_F32_DECLARE(name, type, slices_a, slices_b, terms, register_a, exps_in_kernel) \
   std::string run_##name(const Problem&, const SplitProblem&, const SplitF32&, cudaStream_t);
 JAXEMU_F32_CONFIGS(JAXEMU_F32_DECLARE)
 #undef JAXEMU_F32_DECLARE
 
 using RunF32Fn = std::string (*)(const Problem&, const SplitProblem&, const SplitF32&, cudaStream_t);
-static RunF32Fn f32_kernel_for(SliceType t, int sa, int sb, int nterms, bool register_a) {
-#define JAXEMU_F32_PICK(name, type, s_a, s_b, terms, reg_a) \
-  if (t == SliceType::type && sa == s_a && sb == s_b && nterms == terms && register_a == bool(reg_a)) return run_##name;
+static RunF32Fn f32_kernel_for(SliceType t, int sa, int sb, int nterms, bool register_a, bool exps_in_kernel) {
+#define JAXEMU_F32_PICK(name, type, s_a, s_b, terms, reg_a, ek)                                                 \
+  if (t == SliceType::type && sa == s_a && sb == s_b && nterms == terms && register_a == bool(reg_a) && \
+      exps_in_kernel == bool(ek))                                                                          \
+    return run_##name;
   JAXEMU_F32_CONFIGS(JAXEMU_F32_PICK)
 #undef JAXEMU_F32_PICK
   return nullptr;
@@ -258,8 +266,13 @@ std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32&
   if ((cut.type != SliceType::kBF16 && cut.type != SliceType::kFP16) || cut.truncate)
     return "bf16 or fp16 slices rounded to nearest only";
   const bool scaled = cut.type == SliceType::kFP16;  // fp16's row scaling: both operands' exponents
-  if (scaled != (p.row_exp != nullptr) || scaled != (p.col_exp != nullptr))
+  if (p.item_exp != nullptr) {  // or found in the kernel (params.h)
+    if (!scaled || p.row_exp != nullptr || p.col_exp != nullptr)
+      return "exponents found in the kernel: fp16 slices, and no row or column exponents given";
+    if (p.exp_headroom < 0 || p.exp_headroom > 8) return "exp_headroom must be in 0..8";
+  } else if (scaled != (p.row_exp != nullptr) || scaled != (p.col_exp != nullptr)) {
     return scaled ? "fp16 slices need both operands' row exponents" : "bf16 slices are not scaled";
+  }
   if (cut.lo_scale_bits < 0 || cut.lo_scale_bits > 14) return "lo_scale_bits must be in 0..14";
   std::string bad = check_terms(p);
   if (!bad.empty()) return bad;
@@ -268,10 +281,12 @@ std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32&
   if (!why.empty()) return why;
   if (plan.ngroups != (scaled ? 2 : 1))
     return scaled ? "the fp16 FP32-operand kernels take terms of two weights" : "the bf16 FP32-operand kernels take terms of one weight";
-  if (!f32_kernel_for(cut.type, p.sa, p.sb, p.nterms, f32.register_a))
+  if (!f32_kernel_for(cut.type, p.sa, p.sb, p.nterms, f32.register_a, p.item_exp != nullptr))
     return std::string("no FP32-operand kernel for ") + type_name(cut.type) + ", " + std::to_string(p.sa) + " x " +
            std::to_string(p.sb) + " slices and " + std::to_string(p.nterms) + " terms" +
-           (f32.register_a ? " with A in registers" : "") + " (ffi/fused/generate.py: F32_CONFIGS)";
+           (f32.register_a ? " with A in registers" : "") +
+           (p.item_exp != nullptr ? " finding its exponents (dense fp16x3 only)" : "") +
+           " (ffi/fused/generate.py: F32_CONFIGS)";
   const int64_t k_tiles = (p.k + kF32TileK - 1) / kF32TileK;
   if (p.splits < 1 || p.splits > k_tiles) return "splits must be in 1..(number of K-tiles)";
   if (!aligned16(p.a) || !aligned16(p.b) || !aligned16(p.c)) return "operand pointers must be 16-byte aligned";
@@ -283,7 +298,7 @@ std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32&
 std::string run_f32(const Problem& p, const SplitProblem& cut, const SplitF32& f32, cudaStream_t stream) {
   std::string why = check_f32(p, cut, f32);
   if (!why.empty()) return why;
-  return f32_kernel_for(cut.type, p.sa, p.sb, p.nterms, f32.register_a)(p, cut, f32, stream);
+  return f32_kernel_for(cut.type, p.sa, p.sb, p.nterms, f32.register_a, p.item_exp != nullptr)(p, cut, f32, stream);
 }
 
 }  // namespace fused

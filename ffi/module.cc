@@ -156,12 +156,20 @@ JAXEMU_FUSED_HANDLER(kFusedTF32, kTF32, F32)
 // (splits, L, M, N) float32 (one element when splits == 1) and the
 // special-value flag (1,) int32. register_a: the kernels that keep A's
 // slices in registers (wgmma's RS form) instead of shared memory.
+// exp_headroom >= 0 (fp16): the exponents found in the kernel instead
+// (fused/params.h: Problem::item_exp; row_exp and col_exp empty), written to
+// the work buffer item_exp, splits (L M + L N) int32 (one element otherwise).
+// Then no fix-up runs: flags[0] != 0 tells the caller that an entry of C is
+// not finite, a special value or a value past the headroom, and that it must
+// redo the product with the pass's exponents (jaxemu/backends/cuda_fused.py).
 ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer row_exp,
                         ffi::AnyBuffer col_exp, ffi::Result<ffi::AnyBuffer> c,
                         ffi::Result<ffi::AnyBuffer> partials, ffi::Result<ffi::AnyBuffer> flags,
+                        ffi::Result<ffi::AnyBuffer> item_exp,
                         ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b,
                         ffi::Span<const int64_t> term_exp, ffi::Span<const int64_t> kc_tiles, int64_t splits,
-                        int64_t slices_a, int64_t slices_b, int64_t lo_scale_bits, int64_t register_a, int64_t fp16) {
+                        int64_t slices_a, int64_t slices_b, int64_t lo_scale_bits, int64_t register_a, int64_t fp16,
+                        int64_t exp_headroom) {
   auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
   if (a.element_type() != ffi::DataType::F32 || b.element_type() != ffi::DataType::F32 ||
       c->element_type() != ffi::DataType::F32 || partials->element_type() != ffi::DataType::F32 ||
@@ -186,7 +194,14 @@ ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
     return ffi::Error::InvalidArgument("jaxemu fused: term arrays must have equal lengths in 1..9");
   if (partials->element_count() < (splits > 1 ? splits * p.batch * p.m * p.n : 1) || flags->element_count() < 1)
     return ffi::Error::InvalidArgument("jaxemu fused f32: work buffers too small");
-  if (fp16) {
+  if (fp16 && exp_headroom >= 0) {
+    if (item_exp->element_type() != ffi::DataType::S32 ||
+        item_exp->element_count() < size_t(splits * p.batch * (p.m + p.n)))
+      return ffi::Error::InvalidArgument("jaxemu fused f32: exponents found in the kernel need an int32 work buffer "
+                                         "of splits (L M + L N) elements");
+    p.item_exp = static_cast<int32_t*>(item_exp->untyped_data());
+    p.exp_headroom = int(exp_headroom);
+  } else if (fp16) {
     if (row_exp.element_type() != ffi::DataType::S32 || col_exp.element_type() != ffi::DataType::S32 ||
         row_exp.element_count() != size_t(p.batch * p.m) || col_exp.element_count() != size_t(p.batch * p.n))
       return ffi::Error::InvalidArgument("jaxemu fused f32: fp16 needs row exponents int32 (L, M) and (L, N)");
@@ -200,7 +215,11 @@ ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
   f32.partials = splits > 1 ? static_cast<float*>(partials->untyped_data()) : nullptr;
   f32.flags = static_cast<int32_t*>(flags->untyped_data());
   f32.register_a = register_a != 0;
-  if (p.m == 0 || p.n == 0 || p.batch == 0) return ffi::Error::Success();
+  if (p.m == 0 || p.n == 0 || p.batch == 0) {  // nothing to compute; the flag the caller reads says so
+    const cudaError_t e = cudaMemsetAsync(f32.flags, 0, sizeof(int32_t), stream);
+    return e == cudaSuccess ? ffi::Error::Success()
+                            : ffi::Error::Internal(std::string("jaxemu fused f32: flag reset: ") + cudaGetErrorString(e));
+  }
   if (p.k == 0) return ffi::Error::InvalidArgument("jaxemu fused f32: K = 0 must be handled by the caller");
   std::string why = fused::check_f32(p, cut, f32);
   if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu fused f32: " + why);
@@ -218,7 +237,8 @@ XLA_FFI_DEFINE_HANDLER(kFusedF32, FusedF32Impl,
                            .Arg<ffi::AnyBuffer>()  // col_exp: (L, N) int32 (fp16), else empty
                            .Ret<ffi::AnyBuffer>()  // c: (L, M, N) f32
                            .Ret<ffi::AnyBuffer>()  // partials: (splits, L, M, N) f32, or (1,)
-                           .Ret<ffi::AnyBuffer>()  // flags: (1,) int32
+                           .Ret<ffi::AnyBuffer>()  // flags: (1,) int32 (the caller's to read: exp_headroom >= 0)
+                           .Ret<ffi::AnyBuffer>()  // item_exp: splits (L M + L N) int32 (exp_headroom >= 0), or (1,)
                            .Attr<ffi::Span<const int64_t>>("term_a")
                            .Attr<ffi::Span<const int64_t>>("term_b")
                            .Attr<ffi::Span<const int64_t>>("term_exp")
@@ -228,7 +248,8 @@ XLA_FFI_DEFINE_HANDLER(kFusedF32, FusedF32Impl,
                            .Attr<int64_t>("slices_b")
                            .Attr<int64_t>("lo_scale_bits")
                            .Attr<int64_t>("register_a")  // A's slices in registers (traits_f32.cuh)
-                           .Attr<int64_t>("fp16"));      // fp16 slices, rows scaled (row_exp, col_exp)
+                           .Attr<int64_t>("fp16")        // fp16 slices, rows scaled (row_exp, col_exp)
+                           .Attr<int64_t>("exp_headroom"));  // >= 0: fp16's exponents found in the kernel
 
 // The fused path's operand split (fused/params.h: SplitProblem): x (L, R, K),
 // or (L, K, R) with `transposed`, float32; row exponents (L, R) int32 or

@@ -329,10 +329,14 @@ def test_auto_with_the_stats_kernels_admits_fp16x3_on_a_long_centre_update(rng, 
 def test_auto_gives_fp16x3s_bits_with_the_tests_row_scaling(stats, rng, monkeypatch):
     # Where its test passes fp16x3, auto hands the kernel the row scaling
     # from the test's maxima (backends.row_scales) instead of a pass of its
-    # own: the same exponents, so the same bits as fp16x3 called directly,
-    # with XLA's statistics or the kernels'; and no reduction over B remains
-    # in the conditional's fp16x3 branch.
+    # own: the same exponents, so the same bits as fp16x3 called directly
+    # with the passes' exponents (not the ones the FP32-operand kernel finds
+    # itself, JAXEMU_CUDA_F32_SCALES_IN_KERNEL=1: a row's first K-tile's
+    # maximum, 8 binades to spare, other bits in C's last places: H200, stop
+    # 53), with XLA's statistics or the kernels'; and no reduction over B
+    # remains in the conditional's fp16x3 branch.
     monkeypatch.setenv("JAXEMU_CUDA_STATS", stats)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_SCALES_IN_KERNEL", "0")
     s = jaxemu.get_scheme("auto").replace(min_flops=0.0, min_dim=0, cost_model="counts")
     for law in T.LAWS:
         a, b = T.operands(law, 700, 3000, 300, 2)

@@ -4,6 +4,7 @@ memory, fp16x3's rows scaled first), on every
 shape here with JAXEMU_CUDA_F32_OPERANDS=1 (by default they run only on
 outputs of up to two waves of tiles: cuda_fused.f32_pays). Skipped without an
 NVIDIA GPU and the CUDA extension."""
+import re
 import zlib
 
 import jax
@@ -84,8 +85,10 @@ def test_odd_shapes_long_k_and_batches(name, bsz, m, k, n):
     np.testing.assert_array_less(np.abs(c - ref), (4 * np.sqrt(k) * 2.0**-24 + 2 * u) * absab + 1e-30)
 
 
-def test_special_values_on_the_gpu():
+@pytest.mark.parametrize("in_kernel", ["0", "1"])  # fp16x3's exponents: the passes', or found in the kernel
+def test_special_values_on_the_gpu(in_kernel, monkeypatch):
     from test_special_values import ieee_reference, planted
+    monkeypatch.setenv("JAXEMU_CUDA_F32_SCALES_IN_KERNEL", in_kernel)
     a, b = planted(np.random.default_rng(7), n=12)  # N % 4 == 0: this kernel
     ref = ieee_reference(a, b)
     fin = np.isfinite(ref)
@@ -100,13 +103,15 @@ def test_special_values_on_the_gpu():
         assert np.all(np.abs(c[fin] - ref[fin]) <= (a.shape[1] + 2) * u * absab + 2.0**-126), name
 
 
-def test_overflow_takes_fp32s_value():
+@pytest.mark.parametrize("name,in_kernel", [("bf16x6", "0"), ("fp16x3", "0"), ("fp16x3", "1")])
+def test_overflow_takes_fp32s_value(name, in_kernel, monkeypatch):
+    monkeypatch.setenv("JAXEMU_CUDA_F32_SCALES_IN_KERNEL", in_kernel)
     rng = np.random.default_rng(5)
     a = rng.uniform(-1, 1, (200, 300)).astype(np.float32)
     b = rng.uniform(-1, 1, (300, 136)).astype(np.float32)
     a[0, :] = 1e36
     b[:, 0] = 1e36
-    c = np.asarray(run("bf16x6", a, b))
+    c = np.asarray(run(name, a, b))
     assert np.isposinf(c[0, 0]) and np.isfinite(c).sum() == c.size - 1
     ref = T.reference(a, b)
     fin = np.isfinite(c)
@@ -178,3 +183,127 @@ def test_fp16x3_scales_rows_in_the_kernel(exact):
         absab = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
         bound = (4 * np.sqrt(k) * 2.0**-24 + 2 * 2.0**-22) * absab
         np.testing.assert_array_less(np.abs(c - ref), bound + 1e-38, err_msg=f"{m}x{k}x{n}")
+
+
+# fp16x3's exponents found in the kernel (JAXEMU_CUDA_F32_SCALES_IN_KERNEL=1,
+# opt-in: ffi/fused/transform.cuh, choose_rows): each row's and column's from
+# its first nonzero K-tile of the work item, with cuda_fused.F32_EXP_HEADROOM
+# binades to spare; where C then holds an entry that is not finite (a value
+# past that, or a special value), the product is redone with the passes'
+# exponents. (The switch is read while lowering and JAX caches lowerings by
+# function: caches cleared around each change.)
+@pytest.fixture
+def scales_in_kernel(monkeypatch):
+    monkeypatch.setenv("JAXEMU_CUDA_F32_SCALES_IN_KERNEL", "1")
+    jax.clear_caches()
+    yield
+    jax.clear_caches()
+
+
+def _compiled(f, *args):
+    """f's compiled HLO and whether its product finds fp16's exponents in
+    the kernel: then two FP32-operand kernel calls, the kernel's
+    (exp_headroom = F32_EXP_HEADROOM) and the redo's with the passes'
+    exponents (-1) in a conditional; else one call (-1), no conditional."""
+    hlo = jax.jit(f).lower(*args).compile().as_text()
+    heads = sorted(int(h) for h in re.findall(r"exp_headroom\s*=\s*(-?\d+)", hlo))
+    in_kernel = heads == [-1, cuda_fused.F32_EXP_HEADROOM]
+    assert hlo.count('custom_call_target="jaxemu_fused_f32"') == len(heads), hlo
+    assert in_kernel or heads == [-1], heads
+    assert (" conditional(" in hlo) == in_kernel, hlo
+    return hlo, in_kernel
+
+
+def _fp16x3(a, b):
+    return jaxemu.dot(a, b, scheme="fp16x3", backend="cuda")
+
+
+@pytest.mark.parametrize("law", T.LAWS)
+def test_exponents_in_the_kernel_against_float64_and_the_pass(law, scales_in_kernel, monkeypatch):
+    a, b = T.operands(law, 2048, 4096, 2048, seed=zlib.crc32(f"in-kernel/{law}".encode()) % 1000)
+    hlo, in_kernel = _compiled(_fp16x3, a, b)
+    assert in_kernel
+    ref = T.reference(a, b)
+    e32 = T.relerr(jaxemu.dot(a, b, scheme="fp32"), ref)
+    e = T.relerr(run("fp16x3", a, b), ref)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_SCALES_IN_KERNEL", "0")
+    jax.clear_caches()
+    assert not _compiled(_fp16x3, a, b)[1]
+    e_pass = T.relerr(run("fp16x3", a, b), ref)
+    bound = 4 * e32 if law == "wide-exp" else e32
+    assert e <= bound, (law, e, e32)
+    assert e <= 1.5 * e_pass + 1e-9, (law, e, e_pass)
+
+
+@pytest.mark.parametrize("bsz,m,k,n", [(1, 7, 12, 8), (1, 129, 1032, 68), (1, 3, 65536, 12), (3, 130, 520, 132)])
+def test_exponents_in_the_kernel_odd_shapes_and_k_splits(bsz, m, k, n, scales_in_kernel):
+    rng = np.random.default_rng(m * 7 + n)
+    a = rng.standard_normal((bsz, m, k)).astype(np.float32)
+    b = rng.standard_normal((bsz, k, n)).astype(np.float32)
+    f = lambda a, b: jaxemu.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), scheme="fp16x3", backend="cuda")
+    assert _compiled(f, a, b)[1]
+    c = np.asarray(jax.jit(f)(a, b), np.float64)
+    ref = np.einsum("lmk,lkn->lmn", a.astype(np.float64), b.astype(np.float64))
+    absab = np.einsum("lmk,lkn->lmn", np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    np.testing.assert_array_less(np.abs(c - ref), (4 * np.sqrt(k) * 2.0**-24 + 2 * 2.0**-22) * absab + 1e-38)
+
+
+@pytest.mark.parametrize("case", ["zero first tiles", "past the headroom"])
+@pytest.mark.parametrize("bsz,k", [(1, 4096), (2, 256)])  # K-splits (16 here); one split, a batch
+def test_exponents_in_the_kernel_zero_first_tiles_and_past_the_headroom(case, bsz, k, scales_in_kernel,
+                                                                         monkeypatch):
+    # "zero first tiles": rows and columns whose first K-tile (32 values) is
+    # all zero and the rest tiny (their scale comes from the next K-tile: at
+    # the scale of the first they would be fp16 subnormals with a few bits).
+    # "past the headroom": rows and columns whose later values exceed the
+    # first tile's maximum by far more than the headroom (they overflow
+    # fp16: the product is redone with the passes' exponents). The others
+    # as usual.
+    rng = np.random.default_rng(5)
+    m, n = 256, 192
+    a = rng.standard_normal((bsz, m, k)).astype(np.float32)
+    b = rng.standard_normal((bsz, k, n)).astype(np.float32)
+    if case == "zero first tiles":
+        a[:, :40, :32] = 0
+        a[:, :40, 32:] *= np.float32(2.0**-30)
+        b[:, :32, 30:50] = 0
+        b[:, 32:, 30:50] *= np.float32(2.0**-30)
+    else:
+        a[:, 40:80, 32:] *= np.float32(2.0**(cuda_fused.F32_EXP_HEADROOM + 8))
+        b[:, 32:, :30] *= np.float32(2.0**(cuda_fused.F32_EXP_HEADROOM + 8))
+    assert cuda_fused.f32_kernel(jaxemu.get_scheme("fp16x3"), m, k, n, bsz)
+    f = lambda a, b: jaxemu.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), scheme="fp16x3", backend="cuda")
+    assert _compiled(f, a, b)[1]
+    c = np.asarray(jax.jit(f)(a, b))
+    ref = np.einsum("lmk,lkn->lmn", a.astype(np.float64), b.astype(np.float64))
+    absab = np.einsum("lmk,lkn->lmn", np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    # every entry at fp16x3's own accuracy
+    np.testing.assert_array_less(np.abs(c - ref), (4 * np.sqrt(k) * 2.0**-24 + 2 * 2.0**-22) * absab + 1e-38)
+    if case == "past the headroom":  # the redo is the product with the passes' exponents, bit for bit
+        monkeypatch.setenv("JAXEMU_CUDA_F32_SCALES_IN_KERNEL", "0")
+        jax.clear_caches()
+        np.testing.assert_array_equal(np.asarray(jax.jit(f)(a, b)).view(np.uint32), c.view(np.uint32))
+
+
+def test_exponents_in_the_kernel_give_the_same_bits_twice(scales_in_kernel):
+    a, b = T.operands("normal(0,1)", 512, 1 << 16, 256, seed=3)
+    assert _compiled(_fp16x3, a, b)[1]
+    c1 = np.asarray(run("fp16x3", a, b))
+    c2 = np.asarray(run("fp16x3", a, b))
+    assert np.array_equal(c1.view(np.uint32), c2.view(np.uint32))
+
+
+def test_exponents_in_the_kernel_on_sparse_operands(scales_in_kernel):
+    # A sparse A that is not exact (one nonzero per column, of any value: the
+    # k-means update's one-hot^T with weights): most rows' first K-tiles are
+    # all zero, and their scales come from where their values are.
+    rng = np.random.default_rng(9)
+    m, k, n = 512, 1 << 15, 256
+    a = np.zeros((m, k), np.float32)
+    a[rng.integers(0, m, k), np.arange(k)] = rng.uniform(0.5, 2.0, k).astype(np.float32) * np.float32(2.0**-20)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    assert _compiled(_fp16x3, a, b)[1]
+    c = np.asarray(run("fp16x3", a, b), np.float64)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    absab = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    np.testing.assert_array_less(np.abs(c - ref), (4 * np.sqrt(k) * 2.0**-24 + 2 * 2.0**-22) * absab + 1e-38)

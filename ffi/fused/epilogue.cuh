@@ -9,6 +9,8 @@
 // whose shared memory is all pipeline; and any tile when N % 4 != 0).
 #pragma once
 
+#include <type_traits>
+
 #include <cstdint>
 
 #include "cute/tensor.hpp"
@@ -30,6 +32,14 @@ __device__ __forceinline__ float times_pow2(float x, int e) {
   if (e >= -126 && e <= 127) return x * __int_as_float((e + 127) << 23);
   return ldexp_rare(x, e);
 }
+
+// Whether a kernel configuration finds fp16's exponents itself
+// (traits_f32.cuh: kExpsInKernel), so that the others compile without
+// that path.
+template <class T, class = void>
+struct FindsExponents : std::false_type {};
+template <class T>
+struct FindsExponents<T, std::void_t<decltype(T::kExpsInKernel)>> : std::bool_constant<T::kExpsInKernel> {};
 
 template <class T>
 struct Epilogue {
@@ -62,13 +72,25 @@ struct Epilogue {
     static_assert(decltype(size(total))::value == TN / 2, "one 64 x TN wgmma accumulator per thread");
     const int64_t M = p.m, N = p.n;
     const int64_t row0 = int64_t(w.m_blk) * TM, col0 = int64_t(w.n_blk) * TN;
-    const int32_t* __restrict__ row_exp = p.row_exp + int64_t(w.l) * M;
-    const int32_t* __restrict__ col_exp = p.col_exp + int64_t(w.l) * N;
+    // Exponents found in this kernel (Problem::item_exp, per K-split) are
+    // read with plain loads: other threads of the CTA wrote them before the
+    // mainloop's barriers, and the read-only path (__ldg) need not see that.
+    constexpr bool in_kernel = FindsExponents<T>::value;  // (ffi/fused_dispatch.cu: item_exp set for these)
+    // (No __restrict__: this kernel also writes item_exp.)
+    const int32_t* row_exp =
+        in_kernel ? p.item_exp + (int64_t(w.split) * p.batch + w.l) * M : p.row_exp + int64_t(w.l) * M;
+    const int32_t* col_exp =
+        in_kernel ? p.item_exp + int64_t(p.splits) * p.batch * M + (int64_t(w.split) * p.batch + w.l) * N
+                  : p.col_exp + int64_t(w.l) * N;
+    auto load = [&](const int32_t* q) {
+      if constexpr (in_kernel) return *q;
+      else return __ldg(q);
+    };
     int re[2];
     CUTLASS_PRAGMA_UNROLL
     for (int h = 0; h < 2; ++h) {
       const int64_t r = row0 + get<0>(coords(2 * h));
-      re[h] = r < M ? __ldg(row_exp + r) : 0;
+      re[h] = r < M ? load(row_exp + r) : 0;
     }
     int ce[TN / 4];  // ce[2 j + v]: column C + 8 j + v
     const int64_t c0 = col0 + get<1>(coords(0));
@@ -76,7 +98,10 @@ struct Epilogue {
     if (col0 + TN <= N && (reinterpret_cast<uintptr_t>(cp) & 7) == 0) {
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < TN / 8; ++j) {
-        const int2 v = __ldg(reinterpret_cast<const int2*>(cp + 8 * j));
+        const int2* q = reinterpret_cast<const int2*>(cp + 8 * j);
+        int2 v;
+        if constexpr (in_kernel) v = *q;
+        else v = __ldg(q);
         ce[2 * j] = v.x;
         ce[2 * j + 1] = v.y;
       }
@@ -84,7 +109,7 @@ struct Epilogue {
       CUTLASS_PRAGMA_UNROLL
       for (int q = 0; q < TN / 4; ++q) {
         const int64_t c = col0 + get<1>(coords(value_in_col(q)));
-        ce[q] = c < N ? __ldg(col_exp + c) : 0;
+        ce[q] = c < N ? load(col_exp + c) : 0;
       }
     }
     bool normal = true;
@@ -113,7 +138,7 @@ struct Epilogue {
     const int64_t M = p.m, N = p.n;
     float* __restrict__ out = p.c + (int64_t(w.split) * p.batch + w.l) * M * N;
     const int64_t row0 = int64_t(w.m_blk) * TM, col0 = int64_t(w.n_blk) * TN;
-    if (p.row_exp != nullptr) unscale(p, w, total, coords);
+    if (FindsExponents<T>::value || p.row_exp != nullptr) unscale(p, w, total, coords);
     if constexpr (T::kTmaStore) {
       if (params.tma_store) {
         store_tma(params, w, total);

@@ -24,7 +24,10 @@ __device__ __forceinline__ void raise_if(bool bad, int32_t* flags) {
 
 // After the GEMM (ffi/fused_dispatch.cu, one definition for every
 // configuration): the K-splits' partials summed into C when there are
-// K-splits, then the special-value fix-up. "" or the launch error.
+// K-splits, then the special-value fix-up, except where the kernel found
+// fp16's exponents itself (Problem::item_exp): there the raised flag is the
+// caller's to act on (a redo with the pass's exponents). "" or the launch
+// error.
 std::string finish_f32(const Problem& p, const SplitF32& f32, int sms, cudaStream_t stream);
 
 }  // namespace fused

@@ -75,9 +75,9 @@ struct MainloopF32 {
   // the stage back, and make the slices visible to the tensor cores' reads.
   static __device__ __forceinline__ void cut(typename T::Params const& params, Pipeline& pipeline, PipelineState& read,
                              typename T::SharedStorage& smem, typename Transform<T>::Offsets const& o,
-                             typename Transform<T>::Scales const& sc, int buf) {
+                             typename Transform<T>::Scales& sc, int buf) {
     pipeline.consumer_wait(read);
-    Transform<T>::run(params.cut, smem, o, read.index(), buf, sc);
+    Transform<T>::run(params.cut, smem, o, read.index(), buf, sc, params.problem.exp_headroom);
     pipeline.consumer_release(read);
     ++read;
     cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read by wgmma (async proxy)
@@ -99,7 +99,13 @@ struct MainloopF32 {
     clear(total);
     Tensor p0 = make_fragment_like(total);
     Tensor p1 = make_fragment_like(total);  // (T::kPartials > 1 only: unused otherwise)
-    const typename Transform<T>::Scales sc = Transform<T>::scales(p, w);
+    // fp16's exponents given (Scales from row_exp, col_exp), or found as
+    // the cut meets each row's and column's first nonzero K-tile.
+    typename Transform<T>::Scales sc;
+    if constexpr (T::kExpsInKernel)
+      sc = Transform<T>::unchosen(p, w);
+    else
+      sc = Transform<T>::scales(p, w);
     KChunks it(plan, params.k_tiles, w.split, p.splits);
     int to_cut = it.ke - it.kb;  // K-tiles of this item not yet cut
     cut(params, pipeline, read, smem, o, sc, 0);
@@ -143,6 +149,10 @@ struct MainloopF32 {
       Mainloop<T>::promote(total, p0, plan.exp[0]);
       fresh0 = true;
     }
+    if constexpr (T::kExpsInKernel) {  // the exponents found, for this item's epilogue (other threads read them)
+      Transform<T>::write_exponents(p, w, sc);
+      step_barrier();
+    }
   }
 
   // The same loop with A's slices in registers (T::kRegisterA, wgmma's RS
@@ -174,7 +184,8 @@ struct MainloopF32 {
     auto cut = [&](auto buf) {
       pipeline.consumer_wait(read);
       Transform<T>::cut_a_regs(step, smem, o, read.index(), ra[decltype(buf)::value]);
-      Transform<T>::run(params.cut, smem, o, read.index(), decltype(buf)::value, typename Transform<T>::Scales{});
+      typename Transform<T>::Scales none;  // (bf16: unscaled)
+      Transform<T>::run(params.cut, smem, o, read.index(), decltype(buf)::value, none);
       pipeline.consumer_release(read);
       ++read;
       cutlass::arch::fence_view_async_shared();

@@ -35,6 +35,14 @@ struct Problem {
   float* c = nullptr;            // (splits, L, M, N)
   const int32_t* row_exp = nullptr;  // (L, M) or null: C[l, m, n] *= 2^-(row_exp[l, m] + col_exp[l, n])
   const int32_t* col_exp = nullptr;  // (L, N) or null (both or neither)
+  // fp16's exponents found in the FP32-operand kernel instead (row_exp and
+  // col_exp null; the kernels with kExpsInKernel, transform.cuh:
+  // choose_rows): each work item takes a row's (column's) from the maximum
+  // of its first K-tile that is nonzero there, exp_headroom binades below
+  // row_exp's rule, and writes them here for its epilogue: (splits, L, M)
+  // of rows, then (splits, L, N) of columns.
+  int32_t* item_exp = nullptr;
+  int exp_headroom = 0;
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int sa = 1, sb = 1;            // slices per operand (equal: the kernel's stage holds S of each)
   int splits = 1;                // K-splits (deterministic: one partial each)

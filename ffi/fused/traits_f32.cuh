@@ -37,7 +37,8 @@ namespace fused {
 
 using namespace cute;
 
-template <class Element_, int SlicesA_, int SlicesB_, int Terms0_, bool RegisterA_ = false, int Terms1_ = 0>
+template <class Element_, int SlicesA_, int SlicesB_, int Terms0_, bool RegisterA_ = false, int Terms1_ = 0,
+          bool ExpsInKernel_ = false>
 struct TraitsF32 {
   using Element = Element_;  // the slice format: cutlass::bfloat16_t, or cutlass::half_t (scaled rows)
   static_assert(sizeof(Element) == 2, "16-bit slices (wgmma reads B MN-major only for 16-bit types)");
@@ -63,6 +64,11 @@ struct TraitsF32 {
   static constexpr bool kFixedTerms = true;
   static_assert(kTerms0 >= 1 && kTerms0 + kTerms1 <= kSlicesA * kSlicesB, "terms: pairs of slices");
   static_assert(kScaled == (kTerms1 > 0), "fp16's two weights, bf16's one");
+  // fp16's exponents found in the kernel (params.h: Problem::item_exp;
+  // transform.cuh: choose_rows) rather than given: a configuration of its
+  // own, so that the others' code is not touched by it.
+  static constexpr bool kExpsInKernel = ExpsInKernel_;
+  static_assert(!kExpsInKernel || kScaled, "exponents of fp16's scaling only");
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   // A's slices in registers (wgmma's RS form): each consumer cuts its own 64
@@ -108,9 +114,14 @@ struct TraitsF32 {
   using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
                                              make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kSlicesB * kBuffers>{})));
   static constexpr int kSliceBytes = int(sizeof(Element)) * int(cosize_v<SmemLayoutA> + cosize_v<SmemLayoutB>);
+  // fp16 with its exponents found in the kernel: each consumer warp's
+  // column maxima of a K-tile of B, met in shared memory (transform.cuh:
+  // choose_cols).
+  static constexpr int kColMaxFloats = kExpsInKernel ? kConsumerWarpgroups * 4 * (kTileN / kConsumerWarpgroups) : 4;
   // FP32 stages: as many as fit beside the slice buffers in 227 KB (bf16x6:
-  // 96 KB of slices, four stages of 32 KB).
-  static constexpr int kStages = (227 * 1024 - 1024 - kSliceBytes) / (4 * kStageFloats);
+  // 96 KB of slices, four stages of 32 KB; fp16x3: 64 KB, five, and with its
+  // exponents found in the kernel 2 KB of column maxima too, still five).
+  static constexpr int kStages = (227 * 1024 - 1024 - kSliceBytes - 4 * kColMaxFloats) / (4 * kStageFloats);
   static_assert(kStages >= 2, "no room for two FP32 stages");
   using SmemLayoutA32 = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
                                                make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kStages>{})));
@@ -150,6 +161,7 @@ struct TraitsF32 {
     cute::array_aligned<float, cosize_v<SmemLayoutB32>, 1024> b32;
     cute::array_aligned<Element, cosize_v<SmemLayoutA>, 1024> a;
     cute::array_aligned<Element, cosize_v<SmemLayoutB>, 1024> b;
+    cute::array_aligned<float, kColMaxFloats, 16> colmax;
     typename Pipeline::SharedStorage pipeline;
   };
 

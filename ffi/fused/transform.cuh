@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "cute/tensor.hpp"
+#include "cutlass/arch/barrier.h"
 #include "cutlass/numeric_types.h"
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -115,9 +116,19 @@ struct Transform {
   // in [-57, 81]). x 2^e1 2^e2 is exact wherever x 2^e is a normal float,
   // as split.cuh's scale_pow2 is; where it is not (|x 2^e| < 2^-126, far
   // below fp16's smallest subnormal) both give slices of zero.
+  static constexpr int kFactors = T::kExpsInKernel ? 1 : 2;
   struct Scales {
-    float a[kRunsA][2], b[4][2];
+    // Factors per row (column): two, whose product 2^e reaches past float's
+    // normal powers of two (given exponents); one where the kernel finds
+    // them, their exponent held within float's (choose_rows).
+    float a[kRunsA][kFactors], b[4][kFactors];
+    // Exponents found in the kernel (T::kExpsInKernel): bit j set while the
+    // row of run j has no scale yet, bit 4 + q while column q has none.
+    uint32_t unset = 0;
   };
+  static __device__ __forceinline__ void factors(int e, float (&f)[1]) {
+    f[0] = __int_as_float((min(e, 127) + 127) << 23);
+  }
   static __device__ __forceinline__ void factors(int e, float (&f)[2]) {
     const int e1 = e >> 1;
     f[0] = __int_as_float((e1 + 127) << 23);
@@ -141,6 +152,133 @@ struct Transform {
       }
     }
     return sc;
+  }
+
+  // fp16's exponents found in the kernel (T::kExpsInKernel, Problem::
+  // item_exp) instead of a pass over A and B first. A row's (column's)
+  // exponent is chosen at the first K-tile of the work item where it holds
+  // a nonzero finite value: from that tile's largest |value| m,
+  // e = 13 - exp_headroom - floor(log2 m), row_scale_exponents' rule
+  // (jaxemu/backends/xla.py) exp_headroom binades lower. The K-tiles before
+  // it are all zero in that row, so their slices and products are zero at
+  // any scale, and every nonzero product carries the final exponents. A
+  // later value past the headroom (beyond ~2^exp_headroom m) rounds to Inf
+  // in fp16 or in its lo slice, every entry of C that reads it is not
+  // finite, and the fix-up gives those their FP32 value: no silent
+  // overflow. Values small against m lose bits as they do against the row's
+  // maximum under the pass's scaling (m is at most that), exp_headroom
+  // binades sooner. A row all zero in the item's K-range keeps no scale: its
+  // entries of the partial are 0 at any exponent (0 written). Dense data
+  // choose every scale at the item's first K-tile; after that the check is
+  // one warp vote per K-tile and operand.
+  // (Rows past M and columns past N start chosen: they are zero, and so no
+  // K-tile would ever settle them; the choice depends on the index only, so
+  // it keeps choose_cols' branch uniform over the warpgroup.)
+  static __device__ __forceinline__ Scales unchosen(Problem const& p, WorkTile const& w) {
+    static_assert(kRunsA <= 4, "unset: 4 bits of rows, then 4 of columns");
+    const int wg = int(threadIdx.x) / 128 - 1, t = int(threadIdx.x) % 128;
+    Scales sc;
+    sc.unset = 0;
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kRunsA; ++j) {
+      for (float& f : sc.a[j]) f = 1.f;
+      if (int64_t(w.m_blk) * TM + run_a(wg, t, j).r < p.m) sc.unset |= 1u << j;
+    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int q = 0; q < 4; ++q) {
+      for (float& f : sc.b[q]) f = 1.f;
+      if (int64_t(w.n_blk) * TN + run_b(wg, t, 0).r + q < p.n) sc.unset |= 1u << (4 + q);
+    }
+    return sc;
+  }
+  static __device__ __forceinline__ float finite_abs(float x) {
+    return (__float_as_uint(x) & 0x7F800000u) == 0x7F800000u ? 0.f : fabsf(x);
+  }
+  static __device__ __forceinline__ float max4(float4 v) {
+    return fmaxf(fmaxf(finite_abs(v.x), finite_abs(v.y)), fmaxf(finite_abs(v.z), finite_abs(v.w)));
+  }
+  static __device__ __forceinline__ int exponent_of(float m, int headroom) { return 13 - headroom - ilogbf(m); }
+  // e of factors() (exact powers of two)
+  static __device__ __forceinline__ int exponent_of_factors(float const (&f)[kFactors]) {
+    int e = 0;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < kFactors; ++i) e += int((__float_as_uint(f[i]) >> 23) & 0xFF) - 127;
+    return e;
+  }
+  // x times a row's (column's) factors, in order (exact where x 2^e is a
+  // normal float: split.cuh's scale_pow2)
+  static __device__ __forceinline__ float scaled(float x, float const (&f)[kFactors]) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < kFactors; ++i) x *= f[i];
+    return x;
+  }
+  // Rows still without a scale, from this K-tile's runs of A (a row's 32
+  // values lie in 8 adjacent lanes, 4 each; they agree on its state).
+  static __device__ __forceinline__ void choose_rows(float4 const (&va)[kRunsA], int headroom, Scales& sc) {
+    if (!__any_sync(0xffffffffu, sc.unset & ((1u << kRunsA) - 1))) return;
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kRunsA; ++j) {
+      float m = max4(va[j]);
+      CUTLASS_PRAGMA_UNROLL
+      for (int d = 1; d < TK / 4; d *= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
+      if ((sc.unset >> j & 1u) && m > 0.f) {
+        factors(exponent_of(m, headroom), sc.a[j]);
+        sc.unset &= ~(1u << j);
+      }
+    }
+  }
+  // Columns still without a scale, from this K-tile's runs of B: a column's
+  // 32 K-steps lie in lanes l and l + 16 of each of the warpgroup's 4 warps,
+  // which meet in shared memory. Every warp holds all 64 of its columns'
+  // states (lanes 0..15), the same in each, so all 4 take the branch or none.
+  static constexpr uint32_t kColMaxBarrier = 4;  // + wg: per warpgroup, after the step barrier's id
+  static __device__ __forceinline__ void choose_cols(float4 const (&vb)[kRunsB], int headroom,
+                                                     typename T::SharedStorage& smem, Scales& sc) {
+    static_assert(kColsPerGroup / 4 == 16, "a column's K-steps in lanes l and l + 16 of each warp (run_b)");
+    if (!__any_sync(0xffffffffu, sc.unset & 0xF0u)) return;
+    const int wg = int(threadIdx.x) / 128 - 1, t = int(threadIdx.x) % 128, lane = t % 32, warp = t / 32;
+    float cm[4] = {0.f, 0.f, 0.f, 0.f};
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kRunsB; ++j) {
+      cm[0] = fmaxf(cm[0], finite_abs(vb[j].x)), cm[1] = fmaxf(cm[1], finite_abs(vb[j].y));
+      cm[2] = fmaxf(cm[2], finite_abs(vb[j].z)), cm[3] = fmaxf(cm[3], finite_abs(vb[j].w));
+    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int q = 0; q < 4; ++q) cm[q] = fmaxf(cm[q], __shfl_xor_sync(0xffffffffu, cm[q], 16));
+    float* mine = smem.colmax.data() + wg * 4 * kColsPerGroup;  // (warp, column of the warpgroup's 64)
+    const int c = 4 * (lane % 16);  // this thread's first column of the warpgroup's 64 (run_b)
+    if (lane < 16) *reinterpret_cast<float4*>(mine + warp * kColsPerGroup + c) = make_float4(cm[0], cm[1], cm[2], cm[3]);
+    cutlass::arch::NamedBarrier::sync(128, kColMaxBarrier + wg);
+    CUTLASS_PRAGMA_UNROLL
+    for (int q = 0; q < 4; ++q) {
+      float m = 0.f;
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < 4; ++v) m = fmaxf(m, mine[v * kColsPerGroup + c + q]);
+      if ((sc.unset >> (4 + q) & 1u) && m > 0.f) {
+        factors(exponent_of(m, headroom), sc.b[q]);
+        sc.unset &= ~(1u << (4 + q));
+      }
+    }
+    // (The next K-tile's maxima are written after the step barrier that
+    // ends this one: mainloop_f32.cuh.)
+  }
+  // At the end of a work item: the exponents its epilogue undoes, written
+  // by the first thread to hold each (0 for a row or column that stayed
+  // zero); every work item of the same rows and K-split writes the same.
+  static __device__ __forceinline__ void write_exponents(Problem const& p, WorkTile const& w, Scales const& sc) {
+    const int wg = int(threadIdx.x) / 128 - 1, t = int(threadIdx.x) % 128;
+    int32_t* rows = p.item_exp + (int64_t(w.split) * p.batch + w.l) * p.m;
+    int32_t* cols = p.item_exp + int64_t(p.splits) * p.batch * p.m + (int64_t(w.split) * p.batch + w.l) * p.n;
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kRunsA; ++j) {
+      const int64_t r = int64_t(w.m_blk) * TM + run_a(wg, t, j).r;
+      if (t % (TK / 4) == 0 && r < p.m) rows[r] = sc.unset >> j & 1u ? 0 : exponent_of_factors(sc.a[j]);
+    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int q = 0; q < 4; ++q) {
+      const int64_t c = int64_t(w.n_blk) * TN + run_b(wg, t, 0).r + q;
+      if (t < 16 && c < p.n) cols[c] = sc.unset >> (4 + q) & 1u ? 0 : exponent_of_factors(sc.b[q]);
+    }
   }
 
   // The slices of 2 values, two per 32-bit word (the low half the first):
@@ -189,8 +327,10 @@ struct Transform {
   // (unless A's slices live in registers: cut_a_regs), then B's columns,
   // scaled first where T::kScaled; each side's runs all loaded before the
   // first is cut and stored (kRunA32).
+  // T::kExpsInKernel: the exponents are found here (choose_rows,
+  // choose_cols; `headroom`: Problem::exp_headroom).
   static __device__ __forceinline__ void run(SplitProblem const& sp, typename T::SharedStorage& smem,
-                                             Offsets const& o, int stage, int buf, Scales const& sc) {
+                                             Offsets const& o, int stage, int buf, Scales& sc, int headroom = 0) {
     const float step = pow2f(sp.lo_scale_bits);
     if constexpr (!T::kRegisterA) {
       const float* a32 = smem.a32.data() + stage * kStageA32;
@@ -198,13 +338,14 @@ struct Transform {
       float4 va[kRunsA];
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kRunsA; ++j) va[j] = *reinterpret_cast<float4 const*>(a32 + o.a32 + j * kRunA32);
+      if constexpr (T::kExpsInKernel) choose_rows(va, headroom, sc);
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kRunsA; ++j) {
         uint2 w[SA];
         float4 v = va[j];
         if constexpr (T::kScaled) {
-          v.x = v.x * sc.a[j][0] * sc.a[j][1], v.y = v.y * sc.a[j][0] * sc.a[j][1];
-          v.z = v.z * sc.a[j][0] * sc.a[j][1], v.w = v.w * sc.a[j][0] * sc.a[j][1];
+          v.x = scaled(v.x, sc.a[j]), v.y = scaled(v.y, sc.a[j]);
+          v.z = scaled(v.z, sc.a[j]), v.w = scaled(v.w, sc.a[j]);
         }
         cut4<SA>(step, v, w);
         CUTLASS_PRAGMA_UNROLL
@@ -216,13 +357,14 @@ struct Transform {
     float4 vb[kRunsB];
     CUTLASS_PRAGMA_UNROLL
     for (int j = 0; j < kRunsB; ++j) vb[j] = *reinterpret_cast<float4 const*>(b32 + o.b32 + j * kRunB32);
+    if constexpr (T::kExpsInKernel) choose_cols(vb, headroom, smem, sc);
     CUTLASS_PRAGMA_UNROLL
     for (int j = 0; j < kRunsB; ++j) {
       uint2 w[SB];
       float4 v = vb[j];
       if constexpr (T::kScaled) {
-        v.x = v.x * sc.b[0][0] * sc.b[0][1], v.y = v.y * sc.b[1][0] * sc.b[1][1];
-        v.z = v.z * sc.b[2][0] * sc.b[2][1], v.w = v.w * sc.b[3][0] * sc.b[3][1];
+        v.x = scaled(v.x, sc.b[0]), v.y = scaled(v.y, sc.b[1]);
+        v.z = scaled(v.z, sc.b[2]), v.w = scaled(v.w, sc.b[3]);
       }
       cut4<SB>(step, v, w);
       CUTLASS_PRAGMA_UNROLL

@@ -45,7 +45,8 @@ scaling) and writes C once.
 The FP32-operand kernel (``f32_product``, ffi/fused/kernel_f32.cuh): bf16
 schemes and fp16x3 on a kernel that reads the FP32 operands themselves and
 splits each K-tile in shared memory (fp16x3's rows scaled first, by
-exponents from one pass over each operand, or the caller's): each operand
+exponents from one pass over each operand, or the caller's, or, opt-in,
+found by the kernel from each row's first nonzero K-tile: f32_product): each operand
 crosses DRAM once for the product, and the special
 values are settled on the device, inside the same FFI call (a fix-up kernel
 that returns at once unless the GEMM found an entry that is not finite): no
@@ -498,6 +499,18 @@ def device_specials(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bo
 F32_KERNELS = (("bf16", 2, 2, 3), ("bf16", 3, 3, 6), ("bf16", 3, 3, 9), ("bf16", 1, 2, 2), ("bf16", 2, 1, 2),
                ("bf16", 1, 3, 3), ("bf16", 3, 1, 3), ("fp16", 2, 2, 3), ("fp16", 1, 2, 2), ("fp16", 2, 1, 2))
 F32_TILE_K = 32
+# fp16x3's exponents found in the FP32-operand kernel (switches:
+# f32_scales_in_kernel): binades below the pass's rule, so that a row's later
+# values up to ~2^(3 + 8) times the maximum of its first nonzero K-tile still
+# fit fp16 (ffi/fused/transform.cuh: choose_rows); past that, the product is
+# redone with the pass's exponents (f32_product). Small values reach fp16's
+# subnormals 8 binades sooner than under the pass's scaling: an element's
+# error stays below ~2^-41 of the first tile's maximum (the lo slice's
+# subnormal spacing, 2^-24 at scale 2^-12, against a maximum near 2^5), far
+# below FP32's 2^-24 of the row's largest value. H200,
+# 1024 x 2^20 x 256 (kernel_check, stop 53): 4 left B's values spread over
+# 33 binades (":wide") past the headroom, 8 held them with the pass's error.
+F32_EXP_HEADROOM = 8
 
 
 # Outputs of at most this many waves of the kernel's 128 x 128 tiles take
@@ -589,7 +602,7 @@ def f32_row_exponents(x, s: FloatSplit, side: int, given=None):
     return xla_backend.row_scale_exponents(x, 2 - side).reshape(bsz, rows).astype(jnp.int32)
 
 
-def f32_product(a, b, s: FloatSplit, scales=None):
+def f32_product(a, b, s: FloatSplit, scales=None, find_exps: bool = True):
     """``s``'s product of float32 (L, M, K) x (L, K, N) on the FP32-operand
     kernel (``f32_kernel`` says where it runs), FP32 special values included: the kernel gives
     every entry of C that is not finite its FP32 value (NaN and Inf where the
@@ -598,7 +611,10 @@ def f32_product(a, b, s: FloatSplit, scales=None):
     (ffi/fused/params.h: SplitF32). fp16x3: ``scales``, the row exponents
     (ea, eb) if the caller has them (backends.row_scales), else one pass over
     each operand for them (an exact operand's are zero, as on the slice
-    path)."""
+    path); or, where the caller has none, ``find_exps`` and
+    JAXEMU_CUDA_F32_SCALES_IN_KERNEL=1 (opt-in: switches.py), found by the kernel
+    (F32_EXP_HEADROOM), and the product redone with the passes' exponents
+    where C holds an entry that is not finite."""
     bsz, m, k = a.shape
     n = b.shape[2]
     # bf16: every term promotes after every K-tile: the kernel issues all terms of
@@ -612,24 +628,41 @@ def f32_product(a, b, s: FloatSplit, scales=None):
     # as on the slice path: the scheme's own intervals apply.)
     t = terms_of(s, k, F32_TILE_K)
     fp16 = s.fmt == "fp16"
-    if fp16:
+    splits = f32_splits(m, n, k, bsz)
+    # fp16's exponents found in the kernel (switches: f32_scales_in_kernel)
+    # where the caller has none and no operand is exact (an exact
+    # operand's are zero, no pass).
+    in_kernel = (find_exps and fp16 and scales is None and not any(s.exact)
+                 and switches.enabled("f32_scales_in_kernel"))
+    if fp16 and not in_kernel:
         given = (None, None) if scales is None else scales
         ea = f32_row_exponents(a, s, 0, given[0])
         eb = f32_row_exponents(b, s, 1, given[1])
     else:
-        t = t._replace(kc_tiles=(1,) * len(s.products))
+        if not fp16:
+            t = t._replace(kc_tiles=(1,) * len(s.products))
         ea = eb = jnp.zeros((0,), jnp.int32)
-    splits = f32_splits(m, n, k, bsz)
     out_types = (jax.ShapeDtypeStruct((bsz, m, n), jnp.float32),
                  jax.ShapeDtypeStruct((splits, bsz, m, n) if splits > 1 else (1,), jnp.float32),
-                 jax.ShapeDtypeStruct((1,), jnp.int32))
-    c, _, _ = jax.ffi.ffi_call("jaxemu_fused_f32", out_types)(
+                 jax.ShapeDtypeStruct((1,), jnp.int32),
+                 jax.ShapeDtypeStruct((splits * bsz * (m + n),) if in_kernel else (1,), jnp.int32))
+    c, _, flags, _ = jax.ffi.ffi_call("jaxemu_fused_f32", out_types)(
         a, b, ea.astype(jnp.int32), eb.astype(jnp.int32),
         term_a=np.array(t.a, np.int64), term_b=np.array(t.b, np.int64),
         term_exp=np.array(t.exp, np.int64), kc_tiles=np.array(t.kc_tiles, np.int64),
         splits=np.int64(splits), slices_a=np.int64(s.slices_of(0)), slices_b=np.int64(s.slices_of(1)),
         lo_scale_bits=np.int64(s.lo_scale_bits),
-        register_a=np.int64(switches.enabled("f32_register_a") and not fp16), fp16=np.int64(fp16))
+        register_a=np.int64(switches.enabled("f32_register_a") and not fp16), fp16=np.int64(fp16),
+        exp_headroom=np.int64(F32_EXP_HEADROOM if in_kernel else -1))
+    if in_kernel:
+        # An entry of C that is not finite: a special value, or a value past
+        # the headroom that the pass's exponents would have held. No fix-up
+        # ran (ffi/fused_dispatch.cu: finish_f32); the product is redone
+        # with the pass's exponents, whose own fix-up settles the special
+        # values. The predicate costs a device-to-host copy, and the branch
+        # that keeps C a copy of C: small here, where fp16x3 takes this
+        # kernel (outputs of M N / (M + N) <= F32_FP16_MAX_SIZE).
+        c = jax.lax.cond(flags[0] != 0, lambda: f32_product(a, b, s, find_exps=False), lambda: c)
     return c
 
 

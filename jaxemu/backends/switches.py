@@ -1,4 +1,6 @@
-"""Environment switches of the cuda backend's kernels, read at trace time.
+"""Environment switches of the cuda backend's kernels, read when a product
+is lowered. JAX caches lowerings: a function jitted again after a switch
+changes may reuse the old one (jax.clear_caches() drops them).
 
 Every kernel runs by default once a GPU run has passed its tests; a kernel
 written since, verified on the CPU only, would start opt-in here. Each
@@ -24,6 +26,7 @@ which stays available for comparison and as a fallback the user chooses.
 | JAXEMU_CUDA_MIXPERT_THREE_WARPGROUPS | the MixPert kernel with three consumer warpgroups (192 x 64 tiles) where the shape's waves of tiles favour them (ffi/mixpert_dispatch.cu; "1": on every shape), the same bits: the kernel 4-8 % faster at 8192^3 (stop 51) | two consumer warpgroups (128 x 64 tiles) on every shape | H200, 2026-11-30 (tests/native/kernel_check.cu: C's hashes on 9 shapes, memcheck) |
 | JAXEMU_CUDA_MIXPERT_SPARSE | MixPert's fallback tile by tile (cuda_mixpert.sparse_fallback: per K-tile, its flagged rows of A times B's K-tile and A's good K-tile times its flagged columns of B, thin FP32 products summed per row and column) where few tiles fall back per K-tile and per row or column: int8_l4 1.86x SGEMM at 8192^3 against 1.40x with the gathered rows, same run (stop 46) | the gathered rows and columns, or the whole products | H200, 2026-11-29 (tests/test_cuda_mixpert.py) |
 | JAXEMU_CUDA_MIXPERT_SPLIT | the MixPert split (ffi/mixpert/split.cuh): one pass over each operand writing the kernel's layout, exponents and flags | XLA's split (xla.int8_tile_stats) and cuda_mixpert.pack | H200, 2026-11-29 (tests/test_cuda_mixpert.py) |
+| JAXEMU_CUDA_F32_SCALES_IN_KERNEL | (opt-in: "1", until the whole GPU suite has run with it on) fp16x3's row and column exponents found in the FP32-operand kernel (its own configuration, f32ek_fp16_s2_t1_2), each from its first nonzero K-tile of a work item with cuda_fused.F32_EXP_HEADROOM binades to spare (ffi/fused/transform.cuh: choose_rows; a value past the headroom, or a special value, leaves an entry of C not finite, and the product is redone with the passes' exponents: cuda_fused.f32_product), instead of an XLA pass over each operand first: the k-means update with dense operands (1024 x 2^20 x 256) 3.99 ms against 5.14, 2.61x SGEMM on normal data, 2.56x on values spread over 33 binades; 9.53 ms where the redo runs (one row of B 2^20 times larger), same run (stop 53) | the passes | H200, 2026-11-30 (tests/test_cuda_f32.py: 138 passed; tests/test_cuda.py with it on: not yet) |
 | JAXEMU_CUDA_F32_OPERANDS | bf16 schemes on FP32 operands, split in the GEMM's shared memory (ffi/fused/kernel_f32.cuh), on outputs of up to one wave of tiles ("1": wherever it can run) | the split kernel, then the slice GEMM | H200, 2026-11-27 |
 
 (H100 80GB HBM3 or H200, jax 0.11.2, CUDA 13: tests/test_cuda.py, tests/test_cuda_int8.py
@@ -41,8 +44,9 @@ _SWITCHES = {"int8": "JAXEMU_CUDA_INT8", "split": "JAXEMU_CUDA_SPLIT", "residues
              "mixpert": "JAXEMU_CUDA_MIXPERT", "mixpert_split": "JAXEMU_CUDA_MIXPERT_SPLIT",
              "mixpert_sparse": "JAXEMU_CUDA_MIXPERT_SPARSE", "mixpert_fallback": "JAXEMU_CUDA_MIXPERT_FALLBACK",
              "mixpert_fallback_tiles": "JAXEMU_CUDA_MIXPERT_FALLBACK_TILES",
-             "mixpert_three_warpgroups": "JAXEMU_CUDA_MIXPERT_THREE_WARPGROUPS"}
-OPT_IN: set = set()  # switches whose kernel runs only when set to "1"
+             "mixpert_three_warpgroups": "JAXEMU_CUDA_MIXPERT_THREE_WARPGROUPS",
+             "f32_scales_in_kernel": "JAXEMU_CUDA_F32_SCALES_IN_KERNEL"}
+OPT_IN: set = {"f32_scales_in_kernel"}  # switches whose kernel runs only when set to "1"
 
 
 def enabled(kernel: str) -> bool:

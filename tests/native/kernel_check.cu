@@ -1089,17 +1089,39 @@ double ms_per_launch(const char* what, Launch&& launch) {
 // memory against registers, bf16x3 and bf16x6 on normal-ish data (uniform
 // (-1, 1)), promotion every K-tile as the backend asks, K-splits where the
 // output does not fill the GPU; and whether the two forms give the same bits;
-// then fp16x3 as the backend runs it on that kernel (A in shared memory).
+// then fp16x3 as the backend runs it on that kernel (A in shared memory),
+// with its exponents from a pass over A and B (the backend's, here on the
+// host) and found in the kernel (params.h: Problem::item_exp, headroom
+// $JAXEMU_KC_HEADROOM binades, default 8, cuda_fused.F32_EXP_HEADROOM): time,
+// C's hash, the relative error of 512 sampled entries against float64, and
+// whether the special-value flag was raised (with a pass's exponents: the
+// fix-up ran; found in the kernel: no fix-up, the product would be redone
+// with a pass's exponents, cuda_fused.f32_product).
+// Data: uniform(-1, 1), or with ":normal" normal(0, 1), ":wide" uniform(-1,
+// 1) times 2^j, j uniform in -16..16 per value; ":sparse" then makes A one
+// value in [0.5, 2) per column (a weighted one-hot^T: most rows' first
+// K-tiles all zero).
 int time_f32(const std::string& spec) {
   long long bsz = 0, m = 0, k = 0, n = 0;
   if (std::sscanf(spec.c_str(), "%lldx%lldx%lldx%lld", &bsz, &m, &k, &n) != 4) return 2;
+  const bool normal = spec.find(":normal") != std::string::npos, wide = spec.find(":wide") != std::string::npos;
+  const bool sparse = spec.find(":sparse") != std::string::npos;  // A: one value per column (a weighted one-hot^T)
   int sms = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::uniform_int_distribution<int> binade(-16, 16);
   std::vector<float> a(size_t(bsz * m * k)), b(size_t(bsz * k * n));
-  for (auto& x : a) x = u(rng);
-  for (auto& x : b) x = u(rng);
+  auto draw = [&] { return normal ? g(rng) : wide ? std::ldexp(u(rng), binade(rng)) : u(rng); };
+  for (auto& x : a) x = draw();
+  for (auto& x : b) x = draw();
+  if (sparse) {
+    std::fill(a.begin(), a.end(), 0.f);
+    std::uniform_int_distribution<long long> row(0, m - 1);
+    for (long long l = 0; l < bsz; ++l)
+      for (long long q = 0; q < k; ++q) a[size_t((l * m + row(rng)) * k + q)] = 0.5f + 0.75f * (u(rng) + 1.f);
+  }
   Device da(a.size() * 4), db(b.size() * 4), dc(size_t(bsz * m * n) * 4), df(4);
   upload(da, a);
   upload(db, b);
@@ -1165,11 +1187,46 @@ int time_f32(const std::string& spec) {
       p.term_exp[t] = te[t];
       p.kc_tiles[t] = int(std::min<int64_t>(tkc[t], ktiles));
     }
-    Device dre(size_t(bsz * m) * 4), dce(size_t(bsz * n) * 4);
-    CHECK_CUDA(cudaMemset(dre.ptr, 0, size_t(bsz * m) * 4));
-    CHECK_CUDA(cudaMemset(dce.ptr, 0, size_t(bsz * n) * 4));
+    // The exponents as the backend's pass gives them (xla.row_scale_exponents:
+    // 13 - floor(log2 max |x|) over the row of A or column of B, 0 for none).
+    std::vector<int32_t> re(size_t(bsz * m), 0), ce(size_t(bsz * n), 0);
+    auto rule = [](float mx) { return mx > 0.f ? 13 - std::ilogb(mx) : 0; };
+    for (long long l = 0; l < bsz; ++l) {
+      for (long long i = 0; i < m; ++i) {
+        float mx = 0.f;
+        for (long long q = 0; q < k; ++q) mx = std::max(mx, std::fabs(a[size_t((l * m + i) * k + q)]));
+        re[size_t(l * m + i)] = rule(mx);
+      }
+      std::vector<float> cm(size_t(n), 0.f);
+      for (long long q = 0; q < k; ++q)
+        for (long long j = 0; j < n; ++j) cm[size_t(j)] = std::max(cm[size_t(j)], std::fabs(b[size_t((l * k + q) * n + j)]));
+      for (long long j = 0; j < n; ++j) ce[size_t(l * n + j)] = rule(cm[size_t(j)]);
+    }
+    Device dre(re.size() * 4), dce(ce.size() * 4);
+    upload(dre, re);
+    upload(dce, ce);
     p.row_exp = static_cast<const int32_t*>(dre.ptr);
     p.col_exp = static_cast<const int32_t*>(dce.ptr);
+    // 512 entries of C against float64: the relative error of the sample.
+    std::mt19937_64 pick(11);
+    std::vector<std::array<long long, 3>> at(512);
+    for (auto& e : at) e = {(long long)(pick() % bsz), (long long)(pick() % m), (long long)(pick() % n)};
+    std::vector<double> ref(at.size());
+    for (size_t s = 0; s < at.size(); ++s) {
+      const auto [l, i, j] = at[s];
+      double acc = 0;
+      for (long long q = 0; q < k; ++q) acc += double(a[size_t((l * m + i) * k + q)]) * double(b[size_t((l * k + q) * n + j)]);
+      ref[s] = acc;
+    }
+    auto sampled_error = [&](const std::vector<float>& c) {
+      double num = 0, den = 0;
+      for (size_t s = 0; s < at.size(); ++s) {
+        const auto [l, i, j] = at[s];
+        const double d = double(c[size_t((l * m + i) * n + j)]) - ref[s];
+        num += d * d, den += ref[s] * ref[s];
+      }
+      return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    };
     fused::SplitProblem cut;
     cut.type = fused::SliceType::kFP16;
     cut.lo_scale_bits = 12;
@@ -1177,11 +1234,31 @@ int time_f32(const std::string& spec) {
     f32.partials = splits > 1 ? static_cast<float*>(dp.ptr) : nullptr;
     f32.flags = static_cast<int32_t*>(df.ptr);
     f32.register_a = false;
+    auto report = [&](const char* how, double ms, const char* raised) {
+      const std::vector<float> c = download<float>(dc, size_t(bsz * m * n));
+      const int32_t fixed = download<int32_t>(df, 1)[0];
+      std::printf("%s fp16x3 splits=%d, %s: %.3f ms (%.0f emulated TFLOP/s; FNV-1a %016llx), sampled error %.3e, "
+                  "%s\n", spec.c_str(), splits, how, ms,
+                  2.0 * double(bsz) * double(m) * double(n) * double(k) / ms * 1e-9, fnv1a(c), sampled_error(c),
+                  fixed ? raised : "flag not raised");
+    };
     const double ms = time_run("fp16x3", p, cut, f32);
     if (ms < 0) return 1;
-    std::printf("%s fp16x3 splits=%d: %.3f ms (%.0f emulated TFLOP/s; FNV-1a %016llx)\n", spec.c_str(), splits, ms,
-                2.0 * double(bsz) * double(m) * double(n) * double(k) / ms * 1e-9,
-                fnv1a(download<float>(dc, size_t(bsz * m * n))));
+    report("exponents from a pass", ms, "fix-up ran");
+    // Found in the kernel: rows (splits, L, M), then columns (splits, L, N).
+    Device dexp(size_t(splits) * size_t(bsz) * size_t(m + n) * 4);
+    p.row_exp = p.col_exp = nullptr;
+    p.item_exp = static_cast<int32_t*>(dexp.ptr);
+    const char* h = std::getenv("JAXEMU_KC_HEADROOM");
+    p.exp_headroom = 8;
+    if (h && (std::sscanf(h, "%d", &p.exp_headroom) != 1 || p.exp_headroom < 0 || p.exp_headroom > 8)) {
+      std::fprintf(stderr, "JAXEMU_KC_HEADROOM must be an integer in 0..8, not %s\n", h);
+      return 2;
+    }
+    const double ms_in = time_run("fp16x3, exponents in the kernel", p, cut, f32);
+    if (ms_in < 0) return 1;
+    report(("exponents in the kernel, headroom " + std::to_string(p.exp_headroom)).c_str(), ms_in,
+           "flag raised: to redo with a pass's exponents");
   }
   return 0;
 }

@@ -5,7 +5,7 @@ namespace jaxemu {
 namespace fused {
 
 std::string run_f32_fp16_s1x2_t1_1(const Problem& p, const SplitProblem& cut, const SplitF32& f32, cudaStream_t stream) {
-  return launch_f32<TraitsF32<cutlass::half_t, 1, 2, 1, false, 1>>(p, cut, f32, stream);
+  return launch_f32<TraitsF32<cutlass::half_t, 1, 2, 1, false, 1, false>>(p, cut, f32, stream);
 }
 
 }  // namespace fused

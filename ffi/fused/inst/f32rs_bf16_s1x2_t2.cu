@@ -5,7 +5,7 @@ namespace jaxemu {
 namespace fused {
 
 std::string run_f32rs_bf16_s1x2_t2(const Problem& p, const SplitProblem& cut, const SplitF32& f32, cudaStream_t stream) {
-  return launch_f32<TraitsF32<cutlass::bfloat16_t, 1, 2, 2, true, 0>>(p, cut, f32, stream);
+  return launch_f32<TraitsF32<cutlass::bfloat16_t, 1, 2, 2, true, 0, false>>(p, cut, f32, stream);
 }
 
 }  // namespace fused

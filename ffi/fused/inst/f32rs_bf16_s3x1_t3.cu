@@ -5,7 +5,7 @@ namespace jaxemu {
 namespace fused {
 
 std::string run_f32rs_bf16_s3x1_t3(const Problem& p, const SplitProblem& cut, const SplitF32& f32, cudaStream_t stream) {
-  return launch_f32<TraitsF32<cutlass::bfloat16_t, 3, 1, 3, true, 0>>(p, cut, f32, stream);
+  return launch_f32<TraitsF32<cutlass::bfloat16_t, 3, 1, 3, true, 0, false>>(p, cut, f32, stream);
 }
 
 }  // namespace fused

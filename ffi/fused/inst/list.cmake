@@ -36,4 +36,5 @@ set(JAXEMU_FUSED_INSTANCES
   fused/inst/f32rs_bf16_s2x1_t2.cu
   fused/inst/f32rs_bf16_s1x3_t3.cu
   fused/inst/f32rs_bf16_s3x1_t3.cu
+  fused/inst/f32ek_fp16_s2_t1_2.cu
 )
