@@ -10,7 +10,8 @@
 # times in that order). F32_SPEC="BxMxKxN ...": --time-f32 there on the
 # tree and on each overlay (bf16x3, bf16x6 and fp16x3 on the FP32-operand
 # kernel, with C's hashes), and ncu of fp16x3's kernel at the first shape
-# (its second launch: the 46th of fused_f32_kernel) on the tree.
+# (its second launch: the 46th of fused_f32_kernel) on the tree; NCU_F32_SKIP=56:
+# the second launch of fp16x3 with its exponents found in the kernel instead.
 # ALT_SPECS: the MixPert shapes for the overlays (default SPECS; "" for
 # none). NCU_MIXPERT=0: no ncu of the MixPert kernels at the end.
 set -uo pipefail
@@ -34,7 +35,7 @@ time_f32() {  # $1: the binary, $2: the log's prefix
 }
 if [ -n "${F32_SPEC:-}" ]; then  # the FP32-operand kernel (issue 10's k-means update, dense)
   time_f32 /tmp/kc_tree "tree f32"
-  timeout 180 ncu --clock-control none -k regex:fused_f32_kernel --launch-skip 45 --launch-count 1 --set full \
+  timeout 180 ncu --clock-control none -k regex:fused_f32_kernel --launch-skip "${NCU_F32_SKIP:-45}" --launch-count 1 --set full \
     --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum \
     /tmp/kc_tree --time-f32 "${F32_SPEC%% *}" > "$OUT/ncu_f32_fp16x3.txt" 2>&1
   grep -E "Duration|Issue Slots Busy|Executed Ipc A|hmma|DRAM Throughput|dram__bytes|Registers Per|Achieved Occupancy|Local Memory|Warp Cycles Per Issued" \
