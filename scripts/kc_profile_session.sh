@@ -11,7 +11,8 @@
 # tree and on each overlay (bf16x3, bf16x6 and fp16x3 on the FP32-operand
 # kernel, with C's hashes), and ncu of fp16x3's kernel at the first shape
 # (its second launch: the 46th of fused_f32_kernel) on the tree; NCU_F32_SKIP=56:
-# the second launch of fp16x3 with its exponents found in the kernel instead.
+# the second launch of fp16x3 with its exponents found in the kernel instead
+# ("45 56": both, one ncu run each).
 # ALT_SPECS: the MixPert shapes for the overlays (default SPECS; "" for
 # none). NCU_MIXPERT=0: no ncu of the MixPert kernels at the end.
 set -uo pipefail
@@ -35,11 +36,13 @@ time_f32() {  # $1: the binary, $2: the log's prefix
 }
 if [ -n "${F32_SPEC:-}" ]; then  # the FP32-operand kernel (issue 10's k-means update, dense)
   time_f32 /tmp/kc_tree "tree f32"
-  timeout 180 ncu --clock-control none -k regex:fused_f32_kernel --launch-skip "${NCU_F32_SKIP:-45}" --launch-count 1 --set full \
-    --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum \
-    /tmp/kc_tree --time-f32 "${F32_SPEC%% *}" > "$OUT/ncu_f32_fp16x3.txt" 2>&1
-  grep -E "Duration|Issue Slots Busy|Executed Ipc A|hmma|DRAM Throughput|dram__bytes|Registers Per|Achieved Occupancy|Local Memory|Warp Cycles Per Issued" \
-    "$OUT/ncu_f32_fp16x3.txt" | sed 's/^/f32 ncu: /' >> "$LOG"
+  for skip in ${NCU_F32_SKIP:-45}; do
+    timeout 180 ncu --clock-control none -k regex:fused_f32_kernel --launch-skip "$skip" --launch-count 1 --set full \
+      --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum \
+      /tmp/kc_tree --time-f32 "${F32_SPEC%% *}" > "$OUT/ncu_f32_fp16x3_$skip.txt" 2>&1
+    grep -E "Duration|SM Frequency|Issue Slots Busy|Executed Ipc A|Executed Instructions  |hmma|DRAM Throughput|dram__bytes|Registers Per|Achieved Occupancy|Local Memory|Warp Cycles Per Issued|stalled" \
+      "$OUT/ncu_f32_fp16x3_$skip.txt" | cut -c1-300 | sed "s/^/f32 ncu (launch $skip): /" >> "$LOG"
+  done
 fi
 mkdir -p /tmp/orig
 for alt in ${ALTS:-}; do
