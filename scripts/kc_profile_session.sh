@@ -4,7 +4,9 @@
 # $ALTS (files copied over the tree's, rebuilt incrementally, the tree's
 # restored after), then ncu on one launch of the MixPert kernel of each
 # (int8_l4, 8192^3, normal data). MEMCHECK_SPEC=BxMxKxN: compute-sanitizer
-# memcheck on the tree's kernels at that shape first. NCU_SKIP: MixPert
+# memcheck on the tree's kernels at that shape first; MEMCHECK_F32_SPEC=
+# BxMxKxN[:law]: the same on --time-f32's (e.g. 2x300x1032x200:sparse: edge
+# tiles, a batch, K-splits, scales chosen late). NCU_SKIP: MixPert
 # launches skipped before the profiled one (default 1: the by-shape kernel;
 # 12: the two-consumer-warpgroup one, 23: three; kernel_check runs each 11
 # times in that order). F32_SPEC="BxMxKxN ...": --time-f32 there on the
@@ -34,6 +36,10 @@ fi
 time_f32() {  # $1: the binary, $2: the log's prefix
   for s in ${F32_SPEC:-}; do timeout 120 "$1" --time-f32 "$s"; done 2>&1 | sed "s/^/$2: /" | tee -a "$LOG"
 }
+if [ -n "${MEMCHECK_F32_SPEC:-}" ]; then  # compute-sanitizer memcheck on every FP32-operand configuration --time-f32 runs
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 /tmp/kc_tree --time-f32 "$MEMCHECK_F32_SPEC" 2>&1 \
+    | tail -4 | sed 's/^/memcheck f32: /' | tee -a "$LOG"
+fi
 if [ -n "${F32_SPEC:-}" ]; then  # the FP32-operand kernel (issue 10's k-means update, dense)
   time_f32 /tmp/kc_tree "tree f32"
   for skip in ${NCU_F32_SKIP:-45}; do
