@@ -164,8 +164,8 @@ struct Transform {
   // any scale, and every nonzero product carries the final exponents. A
   // later value past the headroom (beyond ~2^exp_headroom m) rounds to Inf
   // in fp16 or in its lo slice, every entry of C that reads it is not
-  // finite, and the fix-up gives those their FP32 value: no silent
-  // overflow. Values small against m lose bits as they do against the row's
+  // finite, the flag rises, and the caller redoes the product with the
+  // passes' exponents (cuda_fused.f32_product): no silent overflow. Values small against m lose bits as they do against the row's
   // maximum under the pass's scaling (m is at most that), exp_headroom
   // binades sooner. A row all zero in the item's K-range keeps no scale: its
   // entries of the partial are 0 at any exponent (0 written). Dense data
@@ -290,7 +290,8 @@ struct Transform {
   // below 2^14; the same bits); beyond it (and for NaN, Inf) the hardware
   // gives Inf or NaN, the entries of C that read it are not finite, and
   // kernel_f32.cuh's fix-up gives them their FP32 values, which is what
-  // FP32's rules ask for there.
+  // FP32's rules ask for there (with exponents found in the kernel, the
+  // caller's redo with the passes' exponents first: finish_f32).
   template <int kSlices>
   static __device__ __forceinline__ void cut2(float step, float x0, float x1, uint32_t (&out)[kSlices]) {
     CUTLASS_PRAGMA_UNROLL
