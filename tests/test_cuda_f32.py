@@ -159,6 +159,16 @@ def test_a_in_registers_gives_the_same_bits(name, monkeypatch):
         np.testing.assert_array_equal(out["1"].view(np.uint32), out["0"].view(np.uint32), err_msg=f"{m}x{k}x{n}")
 
 
+def assert_fp16x3_componentwise(c, a, b, err_msg=""):
+    """|C - A B| within fp16x3's componentwise bound, entry by entry against
+    float64 (A, B float32, (M, K) x (K, N) or batched (L, M, K) x (L, K, N)):
+    (4 sqrt(K) 2^-24 + 2 2^-22) (|A| |B|)."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    bound = (4 * np.sqrt(a.shape[-1]) * 2.0**-24 + 2 * 2.0**-22) * np.matmul(np.abs(a64), np.abs(b64))
+    np.testing.assert_array_less(np.abs(np.asarray(c, np.float64) - np.matmul(a64, b64)), bound + 1e-38,
+                                 err_msg=err_msg)
+
+
 @pytest.mark.parametrize("exact", [False, True])
 def test_fp16x3_scales_rows_in_the_kernel(exact):
     # fp16x3's row scaling in the cut (transform.cuh: Scales): rows of A and
@@ -178,11 +188,8 @@ def test_fp16x3_scales_rows_in_the_kernel(exact):
         b = np.ldexp(b, ec[None, :]).astype(np.float32)
         s = jaxemu.get_scheme("fp16x3").with_exact(exact, False)
         assert cuda_fused.f32_kernel(s, m, k, n)
-        c = np.asarray(jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))(a, b), np.float64)
-        ref = a.astype(np.float64) @ b.astype(np.float64)
-        absab = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
-        bound = (4 * np.sqrt(k) * 2.0**-24 + 2 * 2.0**-22) * absab
-        np.testing.assert_array_less(np.abs(c - ref), bound + 1e-38, err_msg=f"{m}x{k}x{n}")
+        c = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))(a, b)
+        assert_fp16x3_componentwise(c, a, b, err_msg=f"{m}x{k}x{n}")
 
 
 # fp16x3's exponents found in the kernel (JAXEMU_CUDA_F32_SCALES_IN_KERNEL=1,
@@ -242,10 +249,7 @@ def test_exponents_in_the_kernel_odd_shapes_and_k_splits(bsz, m, k, n, scales_in
     b = rng.standard_normal((bsz, k, n)).astype(np.float32)
     f = lambda a, b: jaxemu.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), scheme="fp16x3", backend="cuda")
     assert _compiled(f, a, b)[1]
-    c = np.asarray(jax.jit(f)(a, b), np.float64)
-    ref = np.einsum("lmk,lkn->lmn", a.astype(np.float64), b.astype(np.float64))
-    absab = np.einsum("lmk,lkn->lmn", np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
-    np.testing.assert_array_less(np.abs(c - ref), (4 * np.sqrt(k) * 2.0**-24 + 2 * 2.0**-22) * absab + 1e-38)
+    assert_fp16x3_componentwise(jax.jit(f)(a, b), a, b)
 
 
 @pytest.mark.parametrize("case", ["zero first tiles", "past the headroom"])
@@ -275,10 +279,7 @@ def test_exponents_in_the_kernel_zero_first_tiles_and_past_the_headroom(case, bs
     f = lambda a, b: jaxemu.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), scheme="fp16x3", backend="cuda")
     assert _compiled(f, a, b)[1]
     c = np.asarray(jax.jit(f)(a, b))
-    ref = np.einsum("lmk,lkn->lmn", a.astype(np.float64), b.astype(np.float64))
-    absab = np.einsum("lmk,lkn->lmn", np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
-    # every entry at fp16x3's own accuracy
-    np.testing.assert_array_less(np.abs(c - ref), (4 * np.sqrt(k) * 2.0**-24 + 2 * 2.0**-22) * absab + 1e-38)
+    assert_fp16x3_componentwise(c, a, b)  # every entry at fp16x3's own accuracy
     if case == "past the headroom":  # the redo is the product with the passes' exponents, bit for bit
         monkeypatch.setenv("JAXEMU_CUDA_F32_SCALES_IN_KERNEL", "0")
         jax.clear_caches()
@@ -303,7 +304,4 @@ def test_exponents_in_the_kernel_on_sparse_operands(scales_in_kernel):
     a[rng.integers(0, m, k), np.arange(k)] = rng.uniform(0.5, 2.0, k).astype(np.float32) * np.float32(2.0**-20)
     b = rng.standard_normal((k, n)).astype(np.float32)
     assert _compiled(_fp16x3, a, b)[1]
-    c = np.asarray(run("fp16x3", a, b), np.float64)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    absab = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
-    np.testing.assert_array_less(np.abs(c - ref), (4 * np.sqrt(k) * 2.0**-24 + 2 * 2.0**-22) * absab + 1e-38)
+    assert_fp16x3_componentwise(run("fp16x3", a, b), a, b)

@@ -24,6 +24,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "f32_special.cuh"  // not_finite
 #include "params.h"
 #include "scheduler.cuh"
 #include "split.cuh"
@@ -191,9 +192,7 @@ struct Transform {
     }
     return sc;
   }
-  static __device__ __forceinline__ float finite_abs(float x) {
-    return (__float_as_uint(x) & 0x7F800000u) == 0x7F800000u ? 0.f : fabsf(x);
-  }
+  static __device__ __forceinline__ float finite_abs(float x) { return not_finite(x) ? 0.f : fabsf(x); }
   static __device__ __forceinline__ float max4(float4 v) {
     return fmaxf(fmaxf(finite_abs(v.x), finite_abs(v.y)), fmaxf(finite_abs(v.z), finite_abs(v.w)));
   }

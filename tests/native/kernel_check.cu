@@ -1251,8 +1251,8 @@ int time_f32(const std::string& spec) {
     p.item_exp = static_cast<int32_t*>(dexp.ptr);
     const char* h = std::getenv("JAXEMU_KC_HEADROOM");
     p.exp_headroom = 8;
-    if (h && (std::sscanf(h, "%d", &p.exp_headroom) != 1 || p.exp_headroom < 0 || p.exp_headroom > 8)) {
-      std::fprintf(stderr, "JAXEMU_KC_HEADROOM must be an integer in 0..8, not %s\n", h);
+    if (h && std::sscanf(h, "%d", &p.exp_headroom) != 1) {  // (its range: check_f32's, through time_run)
+      std::fprintf(stderr, "JAXEMU_KC_HEADROOM must be an integer, not %s\n", h);
       return 2;
     }
     const double ms_in = time_run("fp16x3, exponents in the kernel", p, cut, f32);
