@@ -46,7 +46,7 @@ _SWITCHES = {"int8": "JAXEMU_CUDA_INT8", "split": "JAXEMU_CUDA_SPLIT", "residues
              "mixpert_fallback_tiles": "JAXEMU_CUDA_MIXPERT_FALLBACK_TILES",
              "mixpert_three_warpgroups": "JAXEMU_CUDA_MIXPERT_THREE_WARPGROUPS",
              "f32_scales_in_kernel": "JAXEMU_CUDA_F32_SCALES_IN_KERNEL"}
-OPT_IN: set = {"f32_scales_in_kernel"}  # switches whose kernel runs only when set to "1"
+OPT_IN: set = set()  # switches whose kernel runs only when set to "1" (none now)
 
 
 def enabled(kernel: str) -> bool:
