@@ -30,8 +30,16 @@ def test_float_schemes_run_on_the_cuda_backend(monkeypatch):
     for n in FLOAT + ["auto"]:
         assert backend_for(n, "cuda") == "cuda"
     # ozaki2_f32: the int8 kernels (test_cuda_int8.py)
-    for n in ["bf16", "fp16", "tf32", "int8_l4"]:  # natives: cuBLAS through XLA; MixPert int8: no kernel yet
+    for n in ["bf16", "fp16", "tf32"]:  # natives: cuBLAS through XLA
         assert backend_for(n, "cuda") == "xla"
+    # MixPert's levels: the MixPert int8 kernel (test_cuda_mixpert.py), the
+    # xla backend where its switch is off
+    monkeypatch.delenv("JAXEMU_CUDA_MIXPERT", raising=False)
+    for n in ["int8_l1", "int8_l2", "int8_l3", "int8_l4"]:
+        assert backend_for(n, "cuda") == "cuda"
+    monkeypatch.setenv("JAXEMU_CUDA_MIXPERT", "0")
+    assert backend_for("int8_l4", "cuda") == "xla"
+    monkeypatch.delenv("JAXEMU_CUDA_MIXPERT")
     # Custom float schemes that no kernel configuration holds (a stage keeps
     # every slice: 4 slices do not fit) run on the xla backend, and say so.
     from jaxemu.schemes import FloatSplit

@@ -192,8 +192,8 @@ def test_fp16x3_scales_rows_in_the_kernel(exact):
         assert_fp16x3_componentwise(c, a, b, err_msg=f"{m}x{k}x{n}")
 
 
-# fp16x3's exponents found in the kernel (JAXEMU_CUDA_F32_SCALES_IN_KERNEL=1,
-# opt-in: ffi/fused/transform.cuh, choose_rows): each row's and column's from
+# fp16x3's exponents found in the kernel (JAXEMU_CUDA_F32_SCALES_IN_KERNEL,
+# on by default: ffi/fused/transform.cuh, choose_rows): each row's and column's from
 # its first nonzero K-tile of the work item, with cuda_fused.F32_EXP_HEADROOM
 # binades to spare; where C then holds an entry that is not finite (a value
 # past that, or a special value), the product is redone with the passes'

@@ -611,8 +611,8 @@ def f32_product(a, b, s: FloatSplit, scales=None, find_exps: bool = True):
     (ffi/fused/params.h: SplitF32). fp16x3: ``scales``, the row exponents
     (ea, eb) if the caller has them (backends.row_scales), else one pass over
     each operand for them (an exact operand's are zero, as on the slice
-    path); or, where the caller has none, ``find_exps`` and
-    JAXEMU_CUDA_F32_SCALES_IN_KERNEL=1 (opt-in: switches.py), found by the kernel
+    path); or, where the caller has none, ``find_exps`` (and
+    JAXEMU_CUDA_F32_SCALES_IN_KERNEL not "0": switches.py), found by the kernel
     (F32_EXP_HEADROOM), and the product redone with the passes' exponents
     where C holds an entry that is not finite."""
     bsz, m, k = a.shape
