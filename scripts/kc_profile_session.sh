@@ -33,8 +33,16 @@ if [ -n "${MEMCHECK_SPEC:-}" ]; then  # compute-sanitizer memcheck on the tree's
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 /tmp/kc_tree --time-mixpert "$MEMCHECK_SPEC" 2>&1 \
     | tail -3 | sed 's/^/memcheck: /' | tee -a "$LOG"
 fi
-time_f32() {  # $1: the binary, $2: the log's prefix
+time_f32() {  # $1: the binary, $2: the log's prefix; the SM clock and power sampled meanwhile (every 20 ms)
+  local clocks="$OUT/clocks_${2//[^A-Za-z0-9]/_}.csv"
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 20 > "$clocks" 2>/dev/null &
+  local sampler=$!
   for s in ${F32_SPEC:-}; do timeout 120 "$1" --time-f32 "$s"; done 2>&1 | sed "s/^/$2: /" | tee -a "$LOG"
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+  # (busy samples only: those above 500 MHz)
+  awk -F', *' '$1 > 500 {n++; c+=$1; p+=$2; if (!lo || $1 < lo) lo=$1; if ($1 > hi) hi=$1}
+    END {if (n) printf "%s: SM clock %d..%d MHz (mean %.0f), power %.0f W mean, over %d busy samples\n", pre, lo, hi, c/n, p/n, n}' \
+    pre="$2" "$clocks" | tee -a "$LOG"
 }
 if [ -n "${MEMCHECK_F32_SPEC:-}" ]; then  # compute-sanitizer memcheck on every FP32-operand configuration --time-f32 runs
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 /tmp/kc_tree --time-f32 "$MEMCHECK_F32_SPEC" 2>&1 \

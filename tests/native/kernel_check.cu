@@ -1057,6 +1057,23 @@ unsigned long long fnv1a(const std::vector<float>& v) {
   return static_cast<unsigned long long>(h);
 }
 
+// The SM clock just after a timing loop (its launches still queued ahead of
+// this one): clock64 cycles against the global timer over 200 us on one
+// thread. The timing modes print it beside their times, since two forms timed
+// one after the other can differ by the clock the first one's load left
+// (docs/performance.md, stop 54).
+__global__ void clock_probe_kernel(long long* out) {
+  long long t0, t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  const long long c0 = clock64();
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  } while (t1 - t0 < 200000);
+  out[0] = clock64() - c0;
+  out[1] = t1 - t0;
+}
+double last_clock_mhz = 0;  // measured after the last ms_per_launch
+
 // ms per launch over 10 launches, after a first one whose error is checked
 // (11 in all: scripts/kc_profile_session.sh counts them for ncu's
 // --launch-skip); < 0 (and the error printed) when that first one failed.
@@ -1075,7 +1092,14 @@ double ms_per_launch(const char* what, Launch&& launch) {
   CHECK_CUDA(cudaEventRecord(e0));
   for (int r = 0; r < reps; ++r) launch();
   CHECK_CUDA(cudaEventRecord(e1));
+  long long* probe = nullptr;  // (after e1: not timed)
+  CHECK_CUDA(cudaMalloc(&probe, 2 * sizeof(long long)));
+  clock_probe_kernel<<<1, 1>>>(probe);
   CHECK_CUDA(cudaEventSynchronize(e1));
+  long long cycles_ns[2] = {0, 0};
+  CHECK_CUDA(cudaMemcpy(cycles_ns, probe, sizeof cycles_ns, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaFree(probe));
+  last_clock_mhz = cycles_ns[1] > 0 ? 1e3 * double(cycles_ns[0]) / double(cycles_ns[1]) : 0;
   float ms = 0;
   CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
   CHECK_CUDA(cudaEventDestroy(e0));
@@ -1238,9 +1262,9 @@ int time_f32(const std::string& spec) {
       const std::vector<float> c = download<float>(dc, size_t(bsz * m * n));
       const int32_t fixed = download<int32_t>(df, 1)[0];
       std::printf("%s fp16x3 splits=%d, %s: %.3f ms (%.0f emulated TFLOP/s; FNV-1a %016llx), sampled error %.3e, "
-                  "%s\n", spec.c_str(), splits, how, ms,
+                  "%s; SM clock after %.0f MHz\n", spec.c_str(), splits, how, ms,
                   2.0 * double(bsz) * double(m) * double(n) * double(k) / ms * 1e-9, fnv1a(c), sampled_error(c),
-                  fixed ? raised : "flag not raised");
+                  fixed ? raised : "flag not raised", last_clock_mhz);
     };
     const double ms = time_run("fp16x3", p, cut, f32);
     if (ms < 0) return 1;
@@ -1259,6 +1283,20 @@ int time_f32(const std::string& spec) {
     if (ms_in < 0) return 1;
     report(("exponents in the kernel, headroom " + std::to_string(p.exp_headroom)).c_str(), ms_in,
            "flag raised: to redo with a pass's exponents");
+    // The two forms again in the other order (A B B A): the second form
+    // always ran after the first's launches, so a clock that sinks under
+    // sustained load would charge it alone (ncu, one launch each, timed
+    // both at 3.77 ms where this loop gave 3.81 and 4.17: stop 54).
+    const double ms_in_again = time_run("fp16x3, exponents in the kernel (again)", p, cut, f32);
+    const double mhz_in_again = last_clock_mhz;
+    p.item_exp = nullptr;
+    p.row_exp = static_cast<const int32_t*>(dre.ptr);
+    p.col_exp = static_cast<const int32_t*>(dce.ptr);
+    const double ms_again = time_run("fp16x3 (again)", p, cut, f32);
+    if (ms_in_again < 0 || ms_again < 0) return 1;
+    std::printf("%s fp16x3 splits=%d, the order reversed: exponents in the kernel %.3f ms (SM clock after %.0f MHz), "
+                "then from a pass %.3f ms (%.0f MHz); first: %.3f, %.3f\n", spec.c_str(), splits, ms_in_again,
+                mhz_in_again, ms_again, last_clock_mhz, ms, ms_in);
   }
   return 0;
 }
