@@ -1088,13 +1088,13 @@ double ms_per_launch(const char* what, Launch&& launch) {
   cudaEvent_t e0, e1;
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
+  long long* probe = nullptr;  // allocated before the loop: no allocation between it and the probe
+  CHECK_CUDA(cudaMalloc(&probe, 2 * sizeof(long long)));
   const int reps = 10;
   CHECK_CUDA(cudaEventRecord(e0));
   for (int r = 0; r < reps; ++r) launch();
   CHECK_CUDA(cudaEventRecord(e1));
-  long long* probe = nullptr;  // (after e1: not timed)
-  CHECK_CUDA(cudaMalloc(&probe, 2 * sizeof(long long)));
-  clock_probe_kernel<<<1, 1>>>(probe);
+  clock_probe_kernel<<<1, 1>>>(probe);  // (after e1: not timed)
   CHECK_CUDA(cudaEventSynchronize(e1));
   long long cycles_ns[2] = {0, 0};
   CHECK_CUDA(cudaMemcpy(cycles_ns, probe, sizeof cycles_ns, cudaMemcpyDeviceToHost));
