@@ -223,6 +223,22 @@ def test_f32_operand_kernels_match_the_generated_ones_and_run_where_they_pay(mon
     assert F.f32_kernel(x3.with_exact(False, True), 8, 4, 4) and not F.f32_kernel(x3, 8, 258, 128)
     for name in ("fp16x3_bitcut", "tf32x3"):  # truncated slices; tf32 (wgmma reads it K-major only)
         assert not F.f32_kernel(jaxemu.get_scheme(name), 8, 256, 128), name
+    # fp16x3's exponents found in the kernel: by default where the passes
+    # it saves read >= 1 GiB (the k-means update's 5 GiB), never for an
+    # exact operand or bf16 slices; "1" anywhere, "0" nowhere
+    monkeypatch.delenv("JAXEMU_CUDA_F32_OPERANDS", raising=False)
+    monkeypatch.delenv("JAXEMU_CUDA_F32_SCALES_IN_KERNEL", raising=False)
+    in_kernel = F.f32_scales_in_kernel
+    assert in_kernel(x3, 1024, 1 << 20, 256) and in_kernel(x3, 1024, 1 << 18, 1024)
+    assert not in_kernel(x3, 512, 1 << 16, 512) and not in_kernel(x3, 8, 256, 128)
+    assert in_kernel(x3, 512, 1 << 16, 512, batch=4)  # (4 x 256 MiB)
+    assert not in_kernel(x3.with_exact(True, False), 1024, 1 << 20, 256)
+    assert not in_kernel(x6, 1024, 1 << 20, 256)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_SCALES_IN_KERNEL", "1")
+    assert in_kernel(x3, 8, 256, 128) and not in_kernel(x3.with_exact(False, True), 8, 256, 128)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_SCALES_IN_KERNEL", "0")
+    assert not in_kernel(x3, 1024, 1 << 20, 256)
+    monkeypatch.delenv("JAXEMU_CUDA_F32_SCALES_IN_KERNEL")
     # promotion intervals in the kernel's 32-wide K-tiles: twice the 64-wide count
     t32, t64 = F.terms_of(x6, 1 << 16, 32), F.terms_of(x6, 1 << 16)
     assert t32.kc_tiles == tuple(2 * x for x in t64.kc_tiles) and t32.a == t64.a and t32.b == t64.b

@@ -511,6 +511,16 @@ F32_TILE_K = 32
 # 1024 x 2^20 x 256 (kernel_check, stop 53): 4 left B's values spread over
 # 33 binades (":wide") past the headroom, 8 held them with the pass's error.
 F32_EXP_HEADROOM = 8
+# By default (JAXEMU_CUDA_F32_SCALES_IN_KERNEL unset) the kernel finds
+# fp16x3's exponents only where the passes it replaces read at least this
+# many bytes ((M + N) K L 4: f32_scales_in_kernel). Measured at one size,
+# the k-means update (1024 x 2^20 x 256, 5 GiB; H200, stops 53-54): the
+# passes cost 1.24 ms; the kernel that finds the exponents took 0.1-0.4 ms
+# more than the one given them, and the redo's predicate is a device-to-host
+# copy (~30-60 us, docs/auto.md). Scaled down, at 1 GiB the passes' ~0.25
+# ms still exceed both; at 256 MiB they would not, so smaller products keep
+# the passes (an estimate from that one point, not a measurement below it).
+F32_SCALES_IN_KERNEL_MIN_BYTES = 1 << 30
 
 
 # Outputs of at most this many waves of the kernel's 128 x 128 tiles take
@@ -540,6 +550,17 @@ def f32_kernel(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
             and k > 0 and k % 4 == 0 and n % 4 == 0)
     pays = f32_pays(m, n, batch) if s.fmt == "bf16" else (not any(s.exact) and f32_fp16_pays(m, n))
     return runs and (switches.forced("f32_operands") or pays)
+
+
+def f32_scales_in_kernel(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
+    """Whether fp16x3 on the FP32-operand kernel, given no exponents by its
+    caller, finds them in the kernel (f32_product): fp16 slices, no exact
+    operand (its exponents are zero, no pass), JAXEMU_CUDA_F32_SCALES_IN_KERNEL
+    not "0", and passes over A and B of at least
+    F32_SCALES_IN_KERNEL_MIN_BYTES that it saves ("1": wherever it can run)."""
+    if s.fmt != "fp16" or any(s.exact) or not switches.enabled("f32_scales_in_kernel"):
+        return False
+    return switches.forced("f32_scales_in_kernel") or 4 * batch * (m + n) * k >= F32_SCALES_IN_KERNEL_MIN_BYTES
 
 
 def f32_tiles(m: int, n: int, batch: int = 1) -> int:
@@ -612,7 +633,7 @@ def f32_product(a, b, s: FloatSplit, scales=None, find_exps: bool = True):
     (ea, eb) if the caller has them (backends.row_scales), else one pass over
     each operand for them (an exact operand's are zero, as on the slice
     path); or, where the caller has none, ``find_exps`` (and
-    JAXEMU_CUDA_F32_SCALES_IN_KERNEL not "0": switches.py), found by the kernel
+    ``f32_scales_in_kernel``: large passes saved, the switch not "0"), found by the kernel
     (F32_EXP_HEADROOM), and the product redone with the passes' exponents
     where C holds an entry that is not finite."""
     bsz, m, k = a.shape
@@ -629,11 +650,9 @@ def f32_product(a, b, s: FloatSplit, scales=None, find_exps: bool = True):
     t = terms_of(s, k, F32_TILE_K)
     fp16 = s.fmt == "fp16"
     splits = f32_splits(m, n, k, bsz)
-    # fp16's exponents found in the kernel (switches: f32_scales_in_kernel)
-    # where the caller has none and no operand is exact (an exact
-    # operand's are zero, no pass).
-    in_kernel = (find_exps and fp16 and scales is None and not any(s.exact)
-                 and switches.enabled("f32_scales_in_kernel"))
+    # fp16's exponents found in the kernel where the caller has none and the
+    # passes they save are large (f32_scales_in_kernel).
+    in_kernel = find_exps and scales is None and f32_scales_in_kernel(s, m, k, n, bsz)
     if fp16 and not in_kernel:
         given = (None, None) if scales is None else scales
         ea = f32_row_exponents(a, s, 0, given[0])
