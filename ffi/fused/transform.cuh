@@ -166,9 +166,9 @@ struct Transform {
   // later value past the headroom (beyond ~2^exp_headroom m) rounds to Inf
   // in fp16 or in its lo slice, every entry of C that reads it is not
   // finite, the flag rises, and the caller redoes the product with the
-  // passes' exponents (cuda_fused.f32_product): no silent overflow. Values small against m lose bits as they do against the row's
-  // maximum under the pass's scaling (m is at most that), exp_headroom
-  // binades sooner. A row all zero in the item's K-range keeps no scale: its
+  // passes' exponents (cuda_fused.f32_product): no silent overflow. Values
+  // small against m lose bits as they do against the row's maximum under
+  // the pass's scaling (m is at most that), exp_headroom binades sooner. A row all zero in the item's K-range keeps no scale: its
   // entries of the partial are 0 at any exponent (0 written). Dense data
   // choose every scale at the item's first K-tile; after that the check is
   // one warp vote per K-tile and operand.
