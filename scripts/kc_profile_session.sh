@@ -37,7 +37,7 @@ time_f32() {  # $1: the binary, $2: the log's prefix; the SM clock and power sam
   local clocks="$OUT/clocks_${2//[^A-Za-z0-9]/_}.csv"
   nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 20 > "$clocks" 2>/dev/null &
   local sampler=$!
-  for s in ${F32_SPEC:-}; do timeout 120 "$1" --time-f32 "$s"; done 2>&1 | sed "s/^/$2: /" | tee -a "$LOG"
+  for s in ${F32_SPEC:-}; do timeout 120 "$1" --time-f32 "$s"; done 2>&1 | sed "s|^|$2: |" | tee -a "$LOG"
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
   # (busy samples only: those above 500 MHz)
   awk -F', *' '$1 > 500 {n++; c+=$1; p+=$2; if (!lo || $1 < lo) lo=$1; if ($1 > hi) hi=$1}
@@ -67,7 +67,7 @@ for alt in ${ALTS:-}; do
     || { grep error "$OUT/kc/build_${alt//\//_}.log" | head; exit 1; }
   echo "build $alt: $(( $(date +%s) - t0 )) s" | tee -a "$LOG"
   cp "$KC" "/tmp/kc_${alt//\//_}"
-  for s in ${ALT_SPECS-$SPECS}; do timeout 60 "$KC" --time-mixpert "$s"; done 2>&1 | sed "s/^/$alt: /" | tee -a "$LOG"
+  for s in ${ALT_SPECS-$SPECS}; do timeout 60 "$KC" --time-mixpert "$s"; done 2>&1 | sed "s|^|$alt: |" | tee -a "$LOG"
   time_f32 "$KC" "$alt f32"
   for f in $files; do cp "/tmp/orig/$f" "$f"; done
 done
