@@ -46,6 +46,48 @@ __global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p) {
   if (p.amax_bits) reduce_amax(p, m);
 }
 
+// The split of a (batch, rows, k) operand that finds fp16's row exponents
+// itself (SplitProblem::exp_out) instead of taking them from an XLA pass
+// over x first: a warp per row (k_out <= kSplitExpMaxK), its values held in
+// registers, kRowValues per task as split_rows_kernel's, task i of lane l
+// being the row's group 32 i + l (a warp's loads: 32 adjacent 32-byte
+// pieces); the row's largest finite |x| by a warp maximum, its exponent
+// (fp16_row_exponent, as xla.py's), then the tasks' slices as
+// split_rows_task writes them. One read of x instead of two. Tasks: per
+// lane, the fewest of 1, 2, 4, 8 that cover k_out (registers: 8 tasks'
+// values take 120 per thread, sm_90a).
+template <int Tasks>
+__global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem p) {
+  const int lane = threadIdx.x % 32;
+  const int64_t groups = p.k_out / kRowValues, row_count = p.batch * p.rows;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  uint32_t m = 0;
+  for (int64_t row_id = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row_id < row_count; row_id += warps) {
+    float v[Tasks][kRowValues];
+    uint32_t finite_max = 0;
+#pragma unroll
+    for (int i = 0; i < Tasks; ++i) {
+      const int64_t g = int64_t(i) * 32 + lane;
+      load_row_values<kRowValues>(p, row_id, g < groups ? g * kRowValues : p.k, v[i]);  // (past k: zeros)
+#pragma unroll
+      for (int j = 0; j < kRowValues; ++j) {
+        m = max(m, abs_bits(v[i][j]));
+        finite_max = max(finite_max, finite_abs_bits(v[i][j]));
+      }
+    }
+    const int e = fp16_row_exponent(__reduce_max_sync(0xffffffffu, finite_max));
+    if (lane == 0) p.exp_out[row_id] = e;
+    int64_t b, r;
+    divmod(row_id, p.rows, &b, &r);
+#pragma unroll
+    for (int i = 0; i < Tasks; ++i) {
+      const int64_t g = int64_t(i) * 32 + lane;
+      if (g < groups) write_slices<kRowValues>(p, v[i], e, b, r, g * kRowValues);
+    }
+  }
+  if (p.amax_bits) reduce_amax(p, m);
+}
+
 // The split of a transposed (batch, k, rows) operand (B): staged through
 // shared-memory tiles (ffi/common/tiles.cuh), 16 consecutive k of one row per
 // thread (32- or 64-byte pieces of each slice row). Two tiles: the next
@@ -69,6 +111,9 @@ std::string check(const SplitProblem& p) {
   if (p.batch * p.rows * p.k_out == 0) return "";
   if (!p.out || !aligned16(p.out)) return "the slices must be a 16-byte aligned buffer";
   if (p.k > 0 && !p.x) return "missing operand";
+  if (p.exp_out && (p.transposed || p.type != SliceType::kFP16 || p.exp || p.k_out > kSplitExpMaxK))
+    return "finding the row exponents: fp16 slices of rows (not transposed) of up to " +
+           std::to_string(kSplitExpMaxK) + " values, no exponents given";
   return "";
 }
 
@@ -87,7 +132,15 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
   // Enough resident blocks to hide latency (fewer when a test asks).
   const int64_t cap = p.max_blocks > 0 ? p.max_blocks : int64_t(sms) * 16;
   // One row of a transposed operand, (L, K, 1), is laid out as (L, 1, K).
-  if (p.transposed && p.rows != 1) {
+  if (p.exp_out) {
+    const int blocks = int(std::min((p.batch * p.rows + 7) / 8, cap));  // a warp per row, 8 per block
+    const int64_t tasks = (p.k_out / kRowValues + 31) / 32;
+    static_assert(kSplitExpMaxK == 32 * kRowValues * 8, "tasks per lane: 1, 2, 4 or 8");
+    if (tasks <= 1) split_rows_exp_kernel<1><<<blocks, 256, 0, stream>>>(p);
+    else if (tasks <= 2) split_rows_exp_kernel<2><<<blocks, 256, 0, stream>>>(p);
+    else if (tasks <= 4) split_rows_exp_kernel<4><<<blocks, 256, 0, stream>>>(p);
+    else split_rows_exp_kernel<8><<<blocks, 256, 0, stream>>>(p);
+  } else if (p.transposed && p.rows != 1) {
     const int blocks = int(std::min(transposed_tiles(p.batch, p.k_out, p.rows), cap));
     split_transposed_kernel<<<blocks, kTileThreads, 0, stream>>>(p);
   } else {

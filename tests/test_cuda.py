@@ -73,17 +73,24 @@ def test_float_schemes_run_on_the_cuda_backend(monkeypatch):
 
 @pytest.mark.parametrize("name", FLOAT)
 @pytest.mark.parametrize("transposed", [False, True])
-def test_split_kernel_gives_the_xla_slices(name, transposed, rng):
+@pytest.mark.parametrize("split_exps", ["0", "1"])
+def test_split_kernel_gives_the_xla_slices(name, transposed, split_exps, rng, monkeypatch):
     # The split kernel against XLA's split of the same operand on the GPU,
     # bit for bit (NaN payloads aside): odd shapes, K a multiple of 4 (vector
     # loads) and not, test_fused_layout.split_operand's data. The CPU runs the
     # kernel's per-thread code against the same reference
     # (test_fused_layout.py); this checks the device's tiling and stores.
+    # JAXEMU_CUDA_SPLIT_EXPS=1: fp16's rows of up to 2048 values split by the
+    # kernel that finds their exponents (a warp per row; 1, 2, 4 and 8 tasks per
+    # lane here), which must be XLA's.
     from test_fused_layout import same_bits, split_operand
     from jaxemu.backends import cuda_fused as F
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_EXPS", split_exps)
+    jax.clear_caches()
     s = jaxemu.get_scheme(name)
     tk = F.tile_k(s.fmt)
-    for bsz, rows, k in [(1, 1, 1), (2, 5, 77), (1, 1000, 4096), (3, 129, 300), (1, 4097, 129)]:
+    for bsz, rows, k in [(1, 1, 1), (2, 5, 77), (1, 1000, 4096), (3, 129, 300), (1, 4097, 129), (1, 7, 1000),
+                         (2, 33, 2048)]:
         x = split_operand((bsz, k, rows) if transposed else (bsz, rows, k), transposed, rng)
         kp = -(-k // tk) * tk
         got, eg, amax = jax.jit(lambda x: F.slices_kernel(x, s, kp, transposed))(x)
