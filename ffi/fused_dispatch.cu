@@ -120,6 +120,10 @@ std::string check(const SplitProblem& p) {
 std::string run(const SplitProblem& p, cudaStream_t stream) {
   std::string why = check(p);
   if (!why.empty()) return why;
+  if (p.exp_out && p.batch * p.rows > 0 && p.k_out == 0) {  // rows without values: exponent 0, the rule's
+    const cudaError_t e = cudaMemsetAsync(p.exp_out, 0, size_t(p.batch * p.rows) * sizeof(int32_t), stream);
+    return e == cudaSuccess ? "" : std::string("split: memset of the exponents: ") + cudaGetErrorString(e);
+  }
   if (p.batch * p.rows * p.k_out == 0) return "";
   static int sms_cache[64] = {};
   int device = 0, sms = 132;

@@ -85,9 +85,11 @@ def test_split_kernel_gives_the_xla_slices(name, transposed, split_exps, rng, mo
     # lane here), which must be XLA's.
     from test_fused_layout import same_bits, split_operand
     from jaxemu.backends import cuda_fused as F
+    s = jaxemu.get_scheme(name)
+    if split_exps == "1" and (s.fmt != "fp16" or transposed):
+        pytest.skip("the switch changes fp16's rows only")
     monkeypatch.setenv("JAXEMU_CUDA_SPLIT_EXPS", split_exps)
     jax.clear_caches()
-    s = jaxemu.get_scheme(name)
     tk = F.tile_k(s.fmt)
     for bsz, rows, k in [(1, 1, 1), (2, 5, 77), (1, 1000, 4096), (3, 129, 300), (1, 4097, 129), (1, 7, 1000),
                          (2, 33, 2048)]:
@@ -102,6 +104,20 @@ def test_split_kernel_gives_the_xla_slices(name, transposed, split_exps, rng, mo
         assert float(amax) == float(np.max(np.abs(xf))), (float(amax), bsz, rows, k)
         if ew is not None:
             np.testing.assert_array_equal(np.asarray(eg), np.asarray(ew))
+        hlo = jax.jit(lambda x: F.slices_kernel(x, s, kp, transposed)).lower(x).as_text()
+        assert ("find_exp = 1" in hlo) == (split_exps == "1" and kp <= F.SPLIT_EXP_MAX_K), (bsz, rows, k)
+    if split_exps == "1":
+        # a row of subnormals: the exponent from its bits (13 - floor(log2
+        # max) = 154 here), and slices that add up to x 2^e
+        x = rng.uniform(0.5, 1, (1, 3, 256)).astype(np.float32)
+        x[0, 1] = (np.float32(2.0**-140) * x[0, 1]).astype(np.float32)
+        sl, e, _ = jax.jit(lambda x: F.slices_kernel(x, s, 256, False))(x)
+        amax = np.max(np.abs(x.astype(np.float64)), axis=2)
+        np.testing.assert_array_equal(np.asarray(e), 13 - (np.frexp(amax)[1] - 1))
+        sub = np.asarray(sl)[0, 1].astype(np.float64)  # (K/TK, S, TK)
+        total = sum(sub[:, i, :] * 2.0 ** (-s.lo_scale_bits * i) for i in range(s.slices)).reshape(-1)
+        np.testing.assert_allclose(total, x[0, 1].astype(np.float64) * 2.0 ** int(np.asarray(e)[0, 1]),
+                                   rtol=2.0**-20)
 
 
 @pytest.mark.parametrize("law", T.LAWS)

@@ -193,12 +193,6 @@ __host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, con
   }
 }
 
-// Not transposed: task t of batch * rows * (k_out / N) handles the N values
-// k0 .. k0 + N - 1 of one row (N = 4 or 8: it divides every tile's K);
-// adjacent tasks are adjacent in memory (a warp reads 32 N contiguous floats
-// and writes, per slice, 32 N contiguous values over 32 N / TK tiles; the
-// kernel takes N = 8: 16-byte stores of 16-bit slices, and half the index
-// arithmetic per value). Returns the largest abs_bits of the values.
 // The N values k0 .. k0 + N - 1 of row row_id (batch * rows + row) of a
 // (batch, rows, k) operand, 0 past k (the padding up to k_out).
 template <int N>
@@ -224,6 +218,12 @@ __host__ __device__ __forceinline__ void load_row_values(const SplitProblem& p, 
   }
 }
 
+// Not transposed: task t of batch * rows * (k_out / N) handles the N values
+// k0 .. k0 + N - 1 of one row (N = 4 or 8: it divides every tile's K);
+// adjacent tasks are adjacent in memory (a warp reads 32 N contiguous floats
+// and writes, per slice, 32 N contiguous values over 32 N / TK tiles; the
+// kernel takes N = 8: 16-byte stores of 16-bit slices, and half the index
+// arithmetic per value). Returns the largest abs_bits of the values.
 template <int N = 4>
 __host__ __device__ __forceinline__ uint32_t split_rows_task(const SplitProblem& p, int64_t t) {
   static_assert(N == 4 || N == 8, "4 or 8 values per task");

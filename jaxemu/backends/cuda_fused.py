@@ -267,7 +267,7 @@ def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False, e=None):
         x, transposed = jnp.swapaxes(x, 1, 2), False
     bsz = x.shape[0]
     rows = x.shape[2] if transposed else x.shape[1]
-    find = s.scaling == "row" and e is None and split_finds_exps(kp, transposed)
+    find = s.fmt == "fp16" and s.scaling == "row" and e is None and split_finds_exps(kp, transposed)
     if s.scaling != "row":
         e = None
     elif e is None and not find:
@@ -289,13 +289,14 @@ SPLIT_EXP_MAX_K = 2048
 
 
 def split_finds_exps(kp: int, transposed: bool) -> bool:
-    """Whether the split kernel finds fp16's row exponents itself, in its one
+    """Whether the split kernel finds fp16's row exponents itself (fp16x3,
+    fp16x3_bitcut: the caller checks the format), in its one
     read of the operand (split_rows_exp_kernel, ffi/fused_dispatch.cu),
     instead of an XLA reduction over it first: rows (not transposed) of up
     to SPLIT_EXP_MAX_K values, where JAXEMU_CUDA_SPLIT_EXPS is "1" (opt-in:
     switches.py). The same exponents (xla.row_scale_exponents' rule, from
     the bits), so the same slices."""
-    return switches.enabled("split_exps") and not transposed and kp <= SPLIT_EXP_MAX_K
+    return switches.enabled("split_exps") and not transposed and 0 < kp <= SPLIT_EXP_MAX_K
 
 
 def b_as_rows() -> bool:
