@@ -48,40 +48,53 @@ __global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p) {
 
 // The split of a (batch, rows, k) operand that finds fp16's row exponents
 // itself (SplitProblem::exp_out) instead of taking them from an XLA pass
-// over x first: a warp per row (k_out <= kSplitExpMaxK), its values held in
-// registers, kRowValues per task as split_rows_kernel's, task i of lane l
-// being the row's group 32 i + l (a warp's loads: 32 adjacent 32-byte
-// pieces); the row's largest finite |x| by a warp maximum, its exponent
+// over x first: Lanes lanes of a warp per row (k_out <= kSplitExpMaxK), its
+// values held in registers, kRowValues per task as split_rows_kernel's,
+// task i of the row's lane l being the row's group Lanes i + l (a warp's
+// loads: adjacent 32-byte pieces); the row's largest finite |x| by a
+// maximum over its lanes (xor shuffles within Lanes), its exponent
 // (fp16_row_exponent, as xla.py's), then the tasks' slices as
-// split_rows_task writes them. One read of x instead of two. Tasks: per
-// lane, the fewest of 1, 2, 4, 8 that cover k_out (registers: 8 tasks'
-// values take 120 per thread, sm_90a).
-template <int Tasks>
+// split_rows_task writes them. One read of x instead of two. Lanes and
+// Tasks per lane: the fewest that cover k_out (8, 16 lanes for rows of up
+// to 64, 128 values: no lane idles at kNN's K = 128; else 32 lanes and 1,
+// 2, 4 or 8 tasks, 8 taking 120 registers per thread, sm_90a). Every lane
+// runs the same number of iterations (the shuffles need the whole warp);
+// a lane past the last row loads nothing and writes nothing.
+template <int Lanes, int Tasks>
 __global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem p) {
-  const int lane = threadIdx.x % 32;
+  static_assert(Lanes == 8 || Lanes == 16 || Lanes == 32, "8, 16 or 32 lanes per row");
+  constexpr int kRowsPerWarp = 32 / Lanes;
+  const int lane = threadIdx.x % Lanes;
   const int64_t groups = p.k_out / kRowValues, row_count = p.batch * p.rows;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  const int64_t warp_rows = (row_count + kRowsPerWarp - 1) / kRowsPerWarp;
   uint32_t m = 0;
-  for (int64_t row_id = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row_id < row_count; row_id += warps) {
+  for (int64_t w = warp; w < warp_rows; w += warps) {  // (uniform across the warp)
+    const int64_t row_id = w * kRowsPerWarp + (threadIdx.x % 32) / Lanes;
+    const bool live = row_id < row_count;
     float v[Tasks][kRowValues];
     uint32_t finite_max = 0;
 #pragma unroll
     for (int i = 0; i < Tasks; ++i) {
-      const int64_t g = int64_t(i) * 32 + lane;
-      load_row_values<kRowValues>(p, row_id, g < groups ? g * kRowValues : p.k, v[i]);  // (past k: zeros)
+      const int64_t g = int64_t(i) * Lanes + lane;
+      load_row_values<kRowValues>(p, live ? row_id : 0, live && g < groups ? g * kRowValues : p.k, v[i]);  // (zeros)
 #pragma unroll
       for (int j = 0; j < kRowValues; ++j) {
         m = max(m, abs_bits(v[i][j]));
         finite_max = max(finite_max, finite_abs_bits(v[i][j]));
       }
     }
-    const int e = fp16_row_exponent(__reduce_max_sync(0xffffffffu, finite_max));
+#pragma unroll
+    for (int o = Lanes / 2; o > 0; o /= 2) finite_max = max(finite_max, __shfl_xor_sync(0xffffffffu, finite_max, o));
+    if (!live) continue;
+    const int e = fp16_row_exponent(finite_max);
     if (lane == 0) p.exp_out[row_id] = e;
     int64_t b, r;
     divmod(row_id, p.rows, &b, &r);
 #pragma unroll
     for (int i = 0; i < Tasks; ++i) {
-      const int64_t g = int64_t(i) * 32 + lane;
+      const int64_t g = int64_t(i) * Lanes + lane;
       if (g < groups) write_slices<kRowValues>(p, v[i], e, b, r, g * kRowValues);
     }
   }
@@ -137,13 +150,15 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
   const int64_t cap = p.max_blocks > 0 ? p.max_blocks : int64_t(sms) * 16;
   // One row of a transposed operand, (L, K, 1), is laid out as (L, 1, K).
   if (p.exp_out) {
-    const int blocks = int(std::min((p.batch * p.rows + 7) / 8, cap));  // a warp per row, 8 per block
-    const int64_t tasks = (p.k_out / kRowValues + 31) / 32;
+    const int64_t groups = p.k_out / kRowValues, rows = p.batch * p.rows;
     static_assert(kSplitExpMaxK == 32 * kRowValues * 8, "tasks per lane: 1, 2, 4 or 8");
-    if (tasks <= 1) split_rows_exp_kernel<1><<<blocks, 256, 0, stream>>>(p);
-    else if (tasks <= 2) split_rows_exp_kernel<2><<<blocks, 256, 0, stream>>>(p);
-    else if (tasks <= 4) split_rows_exp_kernel<4><<<blocks, 256, 0, stream>>>(p);
-    else split_rows_exp_kernel<8><<<blocks, 256, 0, stream>>>(p);
+    auto blocks = [&](int rows_per_warp) { return int(std::min((rows + 8 * rows_per_warp - 1) / (8 * rows_per_warp), cap)); };
+    if (groups <= 8) split_rows_exp_kernel<8, 1><<<blocks(4), 256, 0, stream>>>(p);
+    else if (groups <= 16) split_rows_exp_kernel<16, 1><<<blocks(2), 256, 0, stream>>>(p);
+    else if (groups <= 32) split_rows_exp_kernel<32, 1><<<blocks(1), 256, 0, stream>>>(p);
+    else if (groups <= 64) split_rows_exp_kernel<32, 2><<<blocks(1), 256, 0, stream>>>(p);
+    else if (groups <= 128) split_rows_exp_kernel<32, 4><<<blocks(1), 256, 0, stream>>>(p);
+    else split_rows_exp_kernel<32, 8><<<blocks(1), 256, 0, stream>>>(p);
   } else if (p.transposed && p.rows != 1) {
     const int blocks = int(std::min(transposed_tiles(p.batch, p.k_out, p.rows), cap));
     split_transposed_kernel<<<blocks, kTileThreads, 0, stream>>>(p);

@@ -81,8 +81,8 @@ def test_split_kernel_gives_the_xla_slices(name, transposed, split_exps, rng, mo
     # kernel's per-thread code against the same reference
     # (test_fused_layout.py); this checks the device's tiling and stores.
     # JAXEMU_CUDA_SPLIT_EXPS=1: fp16's rows of up to 2048 values split by the
-    # kernel that finds their exponents (a warp per row; 1, 2, 4 and 8 tasks per
-    # lane here), which must be XLA's.
+    # kernel that finds their exponents (8, 16 or 32 lanes per row, 1 to 8 tasks per
+    # lane: every form here), which must be XLA's.
     from test_fused_layout import same_bits, split_operand
     from jaxemu.backends import cuda_fused as F
     s = jaxemu.get_scheme(name)

@@ -284,7 +284,7 @@ def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False, e=None):
 
 # Rows of up to this many values (K padded to the tile) can be split by the
 # kernel that finds fp16's row exponents itself (ffi/fused/params.h:
-# kSplitExpMaxK; a warp holds a row in registers).
+# kSplitExpMaxK; 8 to 32 lanes of a warp hold a row in registers).
 SPLIT_EXP_MAX_K = 2048
 
 
