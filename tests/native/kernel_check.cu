@@ -821,6 +821,7 @@ struct SplitCase {
   bool transposed;
   int scheme;       // fused_schemes() index, plus 5: fp16x3_bitcut
   bool few_blocks;  // launch 3 blocks
+  bool find_exp = false;  // fp16's row exponents found by the split (SplitProblem::exp_out)
 };
 
 std::vector<SplitCase> split_cases() {
@@ -835,6 +836,15 @@ std::vector<SplitCase> split_cases() {
   // Three blocks walking many tiles each (the grid-stride loops, and the
   // tile's second barrier under racecheck).
   for (int tr = 0; tr < 2; ++tr) out.push_back({1, 4100, 2050, tr != 0, 4, true});
+  // The split that finds fp16's row exponents (rows of up to kSplitExpMaxK
+  // values: 8, 16 and 32 lanes per row, 1 to 8 tasks per lane), against the
+  // host's exponents and slices; three blocks looping over many rows.
+  for (int sc = 4; sc < 6; ++sc) {
+    for (auto s : shapes)
+      if (s[2] <= fused::kSplitExpMaxK) out.push_back({s[0], s[1], s[2], false, sc, false, true});
+    out.push_back({1, 4100, 2040, false, sc, true, true});
+    out.push_back({2, 333, 60, false, sc, true, true});
+  }
   return out;
 }
 
@@ -860,7 +870,7 @@ std::string label(const SplitCase& c) {
   std::snprintf(buf, sizeof buf, "split %s %s %lldx%lldx%lld%s", c.scheme == 5 ? "fp16x3_bitcut" : fused_schemes()[c.scheme].name,
                 c.transposed ? "transposed" : "rows", (long long)c.batch, (long long)c.rows, (long long)c.k,
                 c.few_blocks ? " 3 blocks" : "");
-  return buf;
+  return std::string(buf) + (c.find_exp ? " finding exponents" : "");
 }
 
 bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
@@ -899,9 +909,13 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
   upload(dx, x);
   upload(de, exps);
   p.x = static_cast<float*>(dx.ptr);
-  p.exp = scaled ? static_cast<int32_t*>(de.ptr) : nullptr;
+  p.exp = scaled && !c.find_exp ? static_cast<int32_t*>(de.ptr) : nullptr;
   p.out = dout.ptr;
   CHECK_CUDA(cudaMemset(dout.ptr, 0x5A, bytes));  // poison: an unwritten byte fails the check
+  if (c.find_exp) {  // the kernel writes the exponents into de instead (poisoned first)
+    p.exp_out = static_cast<int32_t*>(de.ptr);
+    CHECK_CUDA(cudaMemset(de.ptr, 0x5A, exps.size() * 4));
+  }
   std::string why = fused::run(p, nullptr);
   if (!why.empty()) {
     *detail = "run: " + why;
@@ -942,6 +956,13 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
     wrong += !both_nan && std::memcmp(&got[i], want + i, width) != 0;
   }
   *detail = std::to_string(wrong) + " of " + std::to_string(bytes / width) + " slice values differ from the host code";
+  if (c.find_exp) {
+    const auto found = download<int32_t>(de, exps.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < exps.size(); ++i) bad += found[i] != exps[i];
+    *detail += ", " + std::to_string(bad) + " of " + std::to_string(exps.size()) + " exponents differ";
+    wrong += bad;
+  }
   return wrong == 0;
 }
 
