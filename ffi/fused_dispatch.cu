@@ -46,6 +46,61 @@ __global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p) {
   if (p.amax_bits) reduce_amax(p, m);
 }
 
+// The split of a (batch, rows, k) operand that finds fp16's row exponents
+// itself (SplitProblem::exp_out) instead of taking them from an XLA pass
+// over x first: Lanes lanes of a warp per row (k_out <= kSplitExpMaxK), its
+// values held in registers, kRowValues per task as split_rows_kernel's,
+// task i of the row's lane l being the row's group Lanes i + l (a warp's
+// loads: adjacent 32-byte pieces); the row's largest finite |x| by a
+// maximum over its lanes (xor shuffles within Lanes), its exponent
+// (fp16_row_exponent, as xla.py's), then the tasks' slices as
+// split_rows_task writes them. One read of x instead of two. Lanes and
+// Tasks per lane: the fewest that cover k_out (8, 16 lanes for rows of up
+// to 64, 128 values: no lane idles at kNN's K = 128; else 32 lanes and 1,
+// 2, 4 or 8 tasks, 8 taking 120 registers per thread, sm_90a). Every lane
+// runs the same number of iterations (the shuffles need the whole warp);
+// a lane past the last row loads nothing and writes nothing.
+template <int Lanes, int Tasks>
+__global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem p) {
+  static_assert(Lanes == 8 || Lanes == 16 || Lanes == 32, "8, 16 or 32 lanes per row");
+  constexpr int kRowsPerWarp = 32 / Lanes;
+  const int lane = threadIdx.x % Lanes;
+  const int64_t groups = p.k_out / kRowValues, row_count = p.batch * p.rows;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  const int64_t warp_rows = (row_count + kRowsPerWarp - 1) / kRowsPerWarp;
+  uint32_t m = 0;
+  for (int64_t w = warp; w < warp_rows; w += warps) {  // (uniform across the warp)
+    const int64_t row_id = w * kRowsPerWarp + (threadIdx.x % 32) / Lanes;
+    const bool live = row_id < row_count;
+    float v[Tasks][kRowValues];
+    uint32_t finite_max = 0;
+#pragma unroll
+    for (int i = 0; i < Tasks; ++i) {
+      const int64_t g = int64_t(i) * Lanes + lane;
+      load_row_values<kRowValues>(p, live ? row_id : 0, live && g < groups ? g * kRowValues : p.k, v[i]);  // (zeros)
+#pragma unroll
+      for (int j = 0; j < kRowValues; ++j) {
+        m = max(m, abs_bits(v[i][j]));
+        finite_max = max(finite_max, finite_abs_bits(v[i][j]));
+      }
+    }
+#pragma unroll
+    for (int o = Lanes / 2; o > 0; o /= 2) finite_max = max(finite_max, __shfl_xor_sync(0xffffffffu, finite_max, o));
+    if (!live) continue;
+    const int e = fp16_row_exponent(finite_max);
+    if (lane == 0) p.exp_out[row_id] = e;
+    int64_t b, r;
+    divmod(row_id, p.rows, &b, &r);
+#pragma unroll
+    for (int i = 0; i < Tasks; ++i) {
+      const int64_t g = int64_t(i) * Lanes + lane;
+      if (g < groups) write_slices<kRowValues>(p, v[i], e, b, r, g * kRowValues);
+    }
+  }
+  if (p.amax_bits) reduce_amax(p, m);
+}
+
 // The split of a transposed (batch, k, rows) operand (B): staged through
 // shared-memory tiles (ffi/common/tiles.cuh), 16 consecutive k of one row per
 // thread (32- or 64-byte pieces of each slice row). Two tiles: the next
@@ -69,12 +124,19 @@ std::string check(const SplitProblem& p) {
   if (p.batch * p.rows * p.k_out == 0) return "";
   if (!p.out || !aligned16(p.out)) return "the slices must be a 16-byte aligned buffer";
   if (p.k > 0 && !p.x) return "missing operand";
+  if (p.exp_out && (p.transposed || p.type != SliceType::kFP16 || p.exp || p.k_out > kSplitExpMaxK))
+    return "finding the row exponents: fp16 slices of rows (not transposed) of up to " +
+           std::to_string(kSplitExpMaxK) + " values, no exponents given";
   return "";
 }
 
 std::string run(const SplitProblem& p, cudaStream_t stream) {
   std::string why = check(p);
   if (!why.empty()) return why;
+  if (p.exp_out && p.batch * p.rows > 0 && p.k_out == 0) {  // rows without values: exponent 0, the rule's
+    const cudaError_t e = cudaMemsetAsync(p.exp_out, 0, size_t(p.batch * p.rows) * sizeof(int32_t), stream);
+    return e == cudaSuccess ? "" : std::string("split: memset of the exponents: ") + cudaGetErrorString(e);
+  }
   if (p.batch * p.rows * p.k_out == 0) return "";
   static int sms_cache[64] = {};
   int device = 0, sms = 132;
@@ -87,7 +149,17 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
   // Enough resident blocks to hide latency (fewer when a test asks).
   const int64_t cap = p.max_blocks > 0 ? p.max_blocks : int64_t(sms) * 16;
   // One row of a transposed operand, (L, K, 1), is laid out as (L, 1, K).
-  if (p.transposed && p.rows != 1) {
+  if (p.exp_out) {
+    const int64_t groups = p.k_out / kRowValues, rows = p.batch * p.rows;
+    static_assert(kSplitExpMaxK == 32 * kRowValues * 8, "tasks per lane: 1, 2, 4 or 8");
+    auto blocks = [&](int rows_per_warp) { return int(std::min((rows + 8 * rows_per_warp - 1) / (8 * rows_per_warp), cap)); };
+    if (groups <= 8) split_rows_exp_kernel<8, 1><<<blocks(4), 256, 0, stream>>>(p);
+    else if (groups <= 16) split_rows_exp_kernel<16, 1><<<blocks(2), 256, 0, stream>>>(p);
+    else if (groups <= 32) split_rows_exp_kernel<32, 1><<<blocks(1), 256, 0, stream>>>(p);
+    else if (groups <= 64) split_rows_exp_kernel<32, 2><<<blocks(1), 256, 0, stream>>>(p);
+    else if (groups <= 128) split_rows_exp_kernel<32, 4><<<blocks(1), 256, 0, stream>>>(p);
+    else split_rows_exp_kernel<32, 8><<<blocks(1), 256, 0, stream>>>(p);
+  } else if (p.transposed && p.rows != 1) {
     const int blocks = int(std::min(transposed_tiles(p.batch, p.k_out, p.rows), cap));
     split_transposed_kernel<<<blocks, kTileThreads, 0, stream>>>(p);
   } else {

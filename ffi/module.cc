@@ -253,11 +253,14 @@ XLA_FFI_DEFINE_HANDLER(kFusedF32, FusedF32Impl,
 
 // The fused path's operand split (fused/params.h: SplitProblem): x (L, R, K),
 // or (L, K, R) with `transposed`, float32; row exponents (L, R) int32 or
-// empty -> slices (L, R, K_out / TK, S, TK) of the slice dtype, and the
-// bits of max |x| (1,) int32 (SplitProblem::amax_bits).
+// empty -> slices (L, R, K_out / TK, S, TK) of the slice dtype, the bits of
+// max |x| (1,) int32 (SplitProblem::amax_bits), and, with `find_exp`, fp16's
+// row exponents found by the split (L, R) int32 (SplitProblem::exp_out;
+// row_exp empty), else one unused int32.
 ffi::Error FusedSplitImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer row_exp,
                           ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> amax,
-                          int64_t slice_type, int64_t lo_scale_bits, int64_t truncate, int64_t transposed) {
+                          ffi::Result<ffi::AnyBuffer> found_exp, int64_t slice_type, int64_t lo_scale_bits,
+                          int64_t truncate, int64_t transposed, int64_t find_exp) {
   auto dx = x.dimensions(), dout = out->dimensions();
   if (slice_type < 0 || slice_type > 2) return ffi::Error::InvalidArgument("jaxemu fused split: bad slice type");
   fused::SplitProblem p;
@@ -296,6 +299,13 @@ ffi::Error FusedSplitImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer 
   if (amax->element_type() != ffi::DataType::S32 || amax->element_count() != 1)
     return ffi::Error::InvalidArgument("jaxemu fused split: amax must be one int32");
   p.amax_bits = static_cast<int32_t*>(amax->untyped_data());
+  if (find_exp) {
+    auto de = found_exp->dimensions();
+    if (found_exp->element_type() != ffi::DataType::S32 || de.size() != 2 || de[0] != p.batch || de[1] != p.rows)
+      return ffi::Error::InvalidArgument("jaxemu fused split: found exponents must be int32 (L, R), got " +
+                                         shape_str(de));
+    p.exp_out = static_cast<int32_t*>(found_exp->untyped_data());
+  }
   std::string why = fused::check(p);
   if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu fused split: " + why);
   cudaError_t e = cudaMemsetAsync(p.amax_bits, 0, sizeof(int32_t), stream);
@@ -312,10 +322,12 @@ XLA_FFI_DEFINE_HANDLER(kFusedSplit, FusedSplitImpl,
                            .Arg<ffi::AnyBuffer>()   // row_exp: (L, R) int32 or empty
                            .Ret<ffi::AnyBuffer>()   // slices: (L, R, K/TK, S, TK)
                            .Ret<ffi::AnyBuffer>()   // amax: (1,) int32, bits of max |x|
+                           .Ret<ffi::AnyBuffer>()   // found_exp: (L, R) int32 with find_exp, else (1,)
                            .Attr<int64_t>("slice_type")      // 0 bf16, 1 fp16, 2 tf32
                            .Attr<int64_t>("lo_scale_bits")
                            .Attr<int64_t>("truncate")
-                           .Attr<int64_t>("transposed"));
+                           .Attr<int64_t>("transposed")
+                           .Attr<int64_t>("find_exp"));  // 1: fp16's row exponents found by the split
 
 // The int8 GEMM (int8.h): A (L, M, K) int8, B (L, N, K) int8 -> C (L, M, N)
 // int32, exact (K <= 131071, multiple of 16; N a multiple of 4), or, with

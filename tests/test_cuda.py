@@ -73,17 +73,26 @@ def test_float_schemes_run_on_the_cuda_backend(monkeypatch):
 
 @pytest.mark.parametrize("name", FLOAT)
 @pytest.mark.parametrize("transposed", [False, True])
-def test_split_kernel_gives_the_xla_slices(name, transposed, rng):
+@pytest.mark.parametrize("split_exps", ["0", "1"])
+def test_split_kernel_gives_the_xla_slices(name, transposed, split_exps, rng, monkeypatch):
     # The split kernel against XLA's split of the same operand on the GPU,
     # bit for bit (NaN payloads aside): odd shapes, K a multiple of 4 (vector
     # loads) and not, test_fused_layout.split_operand's data. The CPU runs the
     # kernel's per-thread code against the same reference
     # (test_fused_layout.py); this checks the device's tiling and stores.
+    # JAXEMU_CUDA_SPLIT_EXPS=1: fp16's rows of up to 2048 values split by the
+    # kernel that finds their exponents (8, 16 or 32 lanes per row, 1 to 8 tasks per
+    # lane: every form here), which must be XLA's.
     from test_fused_layout import same_bits, split_operand
     from jaxemu.backends import cuda_fused as F
     s = jaxemu.get_scheme(name)
+    if split_exps == "1" and (s.fmt != "fp16" or transposed):
+        pytest.skip("the switch changes fp16's rows only")
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_EXPS", split_exps)
+    jax.clear_caches()
     tk = F.tile_k(s.fmt)
-    for bsz, rows, k in [(1, 1, 1), (2, 5, 77), (1, 1000, 4096), (3, 129, 300), (1, 4097, 129)]:
+    for bsz, rows, k in [(1, 1, 1), (2, 5, 77), (1, 1000, 4096), (3, 129, 300), (1, 4097, 129), (1, 7, 1000),
+                         (2, 33, 2048)]:
         x = split_operand((bsz, k, rows) if transposed else (bsz, rows, k), transposed, rng)
         kp = -(-k // tk) * tk
         got, eg, amax = jax.jit(lambda x: F.slices_kernel(x, s, kp, transposed))(x)
@@ -95,6 +104,20 @@ def test_split_kernel_gives_the_xla_slices(name, transposed, rng):
         assert float(amax) == float(np.max(np.abs(xf))), (float(amax), bsz, rows, k)
         if ew is not None:
             np.testing.assert_array_equal(np.asarray(eg), np.asarray(ew))
+        hlo = jax.jit(lambda x: F.slices_kernel(x, s, kp, transposed)).lower(x).as_text()
+        assert ("find_exp = 1" in hlo) == (split_exps == "1" and kp <= F.SPLIT_EXP_MAX_K), (bsz, rows, k)
+    if split_exps == "1":
+        # a row of subnormals: the exponent from its bits (13 - floor(log2
+        # max) = 154 here), and slices that add up to x 2^e
+        x = rng.uniform(0.5, 1, (1, 3, 256)).astype(np.float32)
+        x[0, 1] = (np.float32(2.0**-140) * x[0, 1]).astype(np.float32)
+        sl, e, _ = jax.jit(lambda x: F.slices_kernel(x, s, 256, False))(x)
+        amax = np.max(np.abs(x.astype(np.float64)), axis=2)
+        np.testing.assert_array_equal(np.asarray(e), 13 - (np.frexp(amax)[1] - 1))
+        sub = np.asarray(sl)[0, 1].astype(np.float64)  # (K/TK, S, TK)
+        total = sum(sub[:, i, :] * 2.0 ** (-s.lo_scale_bits * i) for i in range(s.slices)).reshape(-1)
+        np.testing.assert_allclose(total, x[0, 1].astype(np.float64) * 2.0 ** int(np.asarray(e)[0, 1]),
+                                   rtol=2.0**-20)
 
 
 @pytest.mark.parametrize("law", T.LAWS)

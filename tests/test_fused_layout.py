@@ -60,22 +60,28 @@ def split_check(tmp_path_factory):
 
 
 def run_split(exe, tmp_path, x, e, s, kp, transposed):
-    """The split kernels' tasks on the host: the slices (L, rows, kp/TK, S, TK)."""
+    """The split kernels' tasks on the host: the slices (L, rows, kp/TK, S,
+    TK); ``e`` "find": the exponents found as split_rows_exp_kernel finds
+    them, and (slices, exponents (L, rows))."""
+    find = isinstance(e, str) and e == "find"
     bsz = x.shape[0]
     rows, k = (x.shape[2], x.shape[1]) if transposed else (x.shape[1], x.shape[2])
     src, dst = tmp_path / "split_in.bin", tmp_path / "split_out.bin"
     with open(src, "wb") as fh:
         np.asarray([F._SLICE_TYPE[s.fmt], s.slices, s.lo_scale_bits, s.split == "bitcut", transposed, bsz, rows, k,
-                    kp, e is not None], np.int64).tofile(fh)
+                    kp, 2 if find else e is not None], np.int64).tofile(fh)
         np.ascontiguousarray(x, np.float32).tofile(fh)
-        if e is not None:
+        if e is not None and not find:
             np.ascontiguousarray(e, np.int32).tofile(fh)
     r = subprocess.run([str(exe), str(src), str(dst)], capture_output=True, text=True, timeout=60)
     if r.returncode:
         raise RuntimeError(r.stderr.strip())
     tk = F.tile_k(s.fmt)
     dt = np.float32 if s.fmt == "tf32" else (np.float16 if s.fmt == "fp16" else jnp.bfloat16)
-    return np.fromfile(dst, dt).reshape(bsz, rows, kp // tk, s.slices, tk)
+    shape = (bsz, rows, kp // tk, s.slices, tk)
+    raw = np.fromfile(dst, np.uint8)
+    sl = raw[:np.prod(shape) * np.dtype(dt).itemsize].view(dt).reshape(shape)
+    return (sl, raw[sl.nbytes:].view(np.int32).reshape(bsz, rows)) if find else sl
 
 
 def split_operand(shape, transposed, rng):
@@ -115,6 +121,37 @@ def test_split_kernel_code_gives_the_xla_slices(split_check, tmp_path, name, tra
         want, e = F.slices_xla(jnp.asarray(xt), s, kp)
         got = run_split(split_check, tmp_path, x, None if e is None else np.asarray(e), s, kp, transposed)
         same_bits(got, want)
+
+
+@pytest.mark.parametrize("name", ["fp16x3", "fp16x3_bitcut"])
+@pytest.mark.parametrize("shape,kp", [((2, 5, 256), 256), ((1, 3, 200), 256), ((1, 4, 1030), 1088),
+                                      ((1, 2, 2048), 2048), ((1, 3, 8), 64)])
+def test_split_kernel_code_finds_the_row_exponents(split_check, tmp_path, name, shape, kp, rng):
+    """The split that finds fp16's row exponents itself (split_rows_exp_kernel's
+    work per row, on the host): XLA's exponents (row_scale_exponents: NaN/Inf
+    ignored, a zero row 0, subnormal maxima exact) and, with them, XLA's
+    slices bit for bit; rows of 1, 2, 4 and 8 tasks per lane, padding."""
+    s = jaxemu.get_scheme(name)
+    x = split_operand(shape, False, rng)
+    x[-1, -1, :] = (np.float32(2.0**-140) * rng.uniform(0.5, 1, shape[2])).astype(np.float32)  # subnormals
+    x[-1, 0, :3] = [np.nan, np.inf, -np.inf]
+    got_sl, got_e = run_split(split_check, tmp_path, x, "find", s, kp, False)
+    # the rule in float64, exactly: 13 - floor(log2 max finite |x|), 0 for none
+    amax = np.max(np.where(np.isfinite(x), np.abs(x.astype(np.float64)), 0.0), axis=2)
+    want_e = np.where(amax > 0, 13 - (np.frexp(amax)[1] - 1), 0)
+    np.testing.assert_array_equal(got_e, want_e)
+    assert (got_e == 0).any() and (got_e > 140).any()  # the zero row, the subnormal one
+    # XLA on the CPU flushes subnormals (its exponents and slices of that
+    # row are zero): the other rows bit for bit against slices_xla, given
+    # the exponents; the subnormal row's slices add up to x 2^e.
+    want_sl, want_ex = F.slices_xla(x, s, kp)
+    keep = np.ones(shape[:2], bool)
+    keep[-1, -1] = False
+    np.testing.assert_array_equal(np.asarray(want_ex).reshape(shape[:2])[keep], got_e[keep])
+    same_bits(np.asarray(got_sl)[keep], np.asarray(want_sl)[keep])
+    sub = np.asarray(got_sl)[-1, -1].astype(np.float64)  # (K/TK, S, TK)
+    total = sum(sub[:, i, :] * 2.0 ** (-s.lo_scale_bits * i) for i in range(s.slices)).reshape(-1)[:shape[2]]
+    np.testing.assert_allclose(total, x[-1, -1].astype(np.float64) * 2.0 ** int(got_e[-1, -1]), rtol=2.0**-20)
 
 
 def test_split_kernel_code_takes_four_slices(split_check, tmp_path, rng):
@@ -491,19 +528,22 @@ def use_twins(monkeypatch, twin=None):
 
 def _split_twin(out_types):
     """A stand-in for the split kernel's FFI call: slices_xla of the catalogue
-    scheme its attributes describe, the row exponents checked against XLA's,
-    and the bits of max |x|."""
+    scheme its attributes describe, the row exponents checked against XLA's
+    (or, with find_exp, returned: XLA's), and the bits of max |x|."""
     out_type = out_types[0]
 
-    def call(x, e, slice_type, lo_scale_bits, truncate, transposed):
+    def call(x, e, slice_type, lo_scale_bits, truncate, transposed, find_exp):
         fmt = ("bf16", "fp16", "tf32")[slice_type]
         s = next(jaxemu.get_scheme(n) for n in FLOAT
                  if jaxemu.get_scheme(n).fmt == fmt and jaxemu.get_scheme(n).slices == out_type.shape[3]
                  and jaxemu.get_scheme(n).lo_scale_bits == lo_scale_bits
                  and (jaxemu.get_scheme(n).split == "bitcut") == bool(truncate))
         sl, ex = F.slices_xla(jnp.swapaxes(x, 1, 2) if transposed else x, s, out_type.shape[2] * out_type.shape[4])
-        assert (ex is None) == (e.size == 0) and sl.shape == out_type.shape and sl.dtype == out_type.dtype
-        return sl, jax.lax.bitcast_convert_type(F.abs_max(x), jnp.int32)[None]
+        assert sl.shape == out_type.shape and sl.dtype == out_type.dtype
+        assert (ex is None) == (e.size == 0 and not find_exp) and not (find_exp and (transposed or e.size))
+        assert out_types[2].shape == (ex.shape[:2] if find_exp else (1,))
+        found = ex.reshape(out_types[2].shape).astype(jnp.int32) if find_exp else jnp.zeros((1,), jnp.int32)
+        return sl, jax.lax.bitcast_convert_type(F.abs_max(x), jnp.int32)[None], found
     return call
 
 
@@ -650,6 +690,44 @@ def test_fused_product_special_values(split_kernel, device_specials, b_layout, m
             ref = x.astype(np.float64) @ y.astype(np.float64)
             scale = np.abs(x.astype(np.float64)) @ np.abs(y.astype(np.float64))
             assert np.all(np.abs(got[fin] - ref[fin]) <= 1e-5 * scale[fin]), name
+
+
+def test_split_finds_the_row_exponents_where_it_can(monkeypatch, rng):
+    """JAXEMU_CUDA_SPLIT_EXPS=1: fp16x3's split of rows of up to 2048 values
+    (A here; B is split transposed) finds their exponents itself instead of
+    an XLA reduction, with the kernels replaced by their twins on the CPU:
+    the same bits as with the reduction, special values included; longer
+    rows and bf16 slices (unscaled) keep the old call."""
+    seen = []
+
+    def twin(name, out_types):
+        call = _kernel_twin(name, out_types)
+        if name != "jaxemu_fused_split":
+            return call
+
+        def record(x, e, **attrs):
+            seen.append((attrs["find_exp"], attrs["transposed"], x.shape))
+            return call(x, e, **attrs)
+        return record
+    use_twins(monkeypatch, twin)
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT", "1")
+    a, b = T.sample("wide-exp", (33, 70), rng), T.sample("normal(0,1)", (70, 17), rng)
+    a[3, 5], a[7, :], b[9, 4] = np.inf, np.nan, -np.inf
+    a[11, :] = 0
+    long_a, long_b = T.sample("normal(0,1)", (5, 2100), rng), T.sample("normal(0,1)", (2100, 8), rng)
+    for name, x, y, finds in (("fp16x3", a, b, [1, 0]), ("fp16x3", long_a, long_b, [0, 0]),
+                              ("bf16x6", a, b, [0, 0])):
+        s = jaxemu.get_scheme(name)
+        got = {}
+        for switch in ("0", "1"):
+            monkeypatch.setenv("JAXEMU_CUDA_SPLIT_EXPS", switch)
+            jax.clear_caches()
+            seen.clear()
+            got[switch] = np.asarray(jax.jit(lambda a, b: F.fused_product(a[None], b[None], s)[0])(x, y))
+            want = dict(enumerate(finds if switch == "1" else [0, 0]))  # by `transposed`: A's, B's
+            assert seen and all(f == want[t] for f, t, _ in seen), (name, x.shape, seen)
+        np.testing.assert_array_equal(_nan_bits(got["1"]), _nan_bits(got["0"]), err_msg=f"{name} {x.shape}")
+    jax.clear_caches()
 
 
 @pytest.mark.parametrize("name", FLOAT)

@@ -148,8 +148,14 @@ struct SplitProblem {
   // zeroes first: x is all finite and bounded exactly when the bits say so
   // (jaxemu/backends/xla.py: product_fits).
   int32_t* amax_bits = nullptr;
+  // Or null: fp16's row exponents (batch, rows) found by the split itself,
+  // from each row's largest finite |x| (split_rows_exp_kernel, ffi/
+  // fused_dispatch.cu: rows of up to kSplitExpMaxK values, not transposed,
+  // exp null), and written here for the GEMM's unscaling.
+  int32_t* exp_out = nullptr;
 };
 constexpr int kMaxSlices = 4;  // FloatSplit's limit (jaxemu/schemes.py)
+constexpr int kSplitExpMaxK = 2048;  // k_out of a row split with its exponent found (a warp's registers)
 
 }  // namespace fused
 }  // namespace jaxemu

@@ -153,7 +153,7 @@ __host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, con
   const float step = pow2f(p.lo_scale_bits);
   float res[N];  // r_i of each value: r_0 = x (scaled), r_{i+1} = (r_i - s_i) 2^sb, exact
 #pragma unroll
-  for (int q = 0; q < N; ++q) res[q] = p.exp ? scale_pow2(v[q], e) : v[q];
+  for (int q = 0; q < N; ++q) res[q] = (p.exp || p.exp_out) ? scale_pow2(v[q], e) : v[q];
 #pragma unroll
   for (int i = 0; i < kMaxSlices; ++i) {  // unrolled: res stays in registers
     if (i >= p.slices) break;
@@ -193,20 +193,12 @@ __host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, con
   }
 }
 
-// Not transposed: task t of batch * rows * (k_out / N) handles the N values
-// k0 .. k0 + N - 1 of one row (N = 4 or 8: it divides every tile's K);
-// adjacent tasks are adjacent in memory (a warp reads 32 N contiguous floats
-// and writes, per slice, 32 N contiguous values over 32 N / TK tiles; the
-// kernel takes N = 8: 16-byte stores of 16-bit slices, and half the index
-// arithmetic per value). Returns the largest abs_bits of the values.
-template <int N = 4>
-__host__ __device__ __forceinline__ uint32_t split_rows_task(const SplitProblem& p, int64_t t) {
-  static_assert(N == 4 || N == 8, "4 or 8 values per task");
-  int64_t row_id, group, b, r;
-  divmod(t, p.k_out / N, &row_id, &group);
-  divmod(row_id, p.rows, &b, &r);
-  const int64_t k0 = group * N;
-  float v[N] = {};
+// The N values k0 .. k0 + N - 1 of row row_id (batch * rows + row) of a
+// (batch, rows, k) operand, 0 past k (the padding up to k_out).
+template <int N>
+__host__ __device__ __forceinline__ void load_row_values(const SplitProblem& p, int64_t row_id, int64_t k0, float (&v)[N]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) v[j] = 0.f;
   const float* src = p.x + row_id * p.k + k0;
   if (k0 < p.k) {
 #ifdef __CUDA_ARCH__
@@ -224,11 +216,51 @@ __host__ __device__ __forceinline__ uint32_t split_rows_task(const SplitProblem&
         if (k0 + j < p.k) v[j] = src[j];
     }
   }
+}
+
+// Not transposed: task t of batch * rows * (k_out / N) handles the N values
+// k0 .. k0 + N - 1 of one row (N = 4 or 8: it divides every tile's K);
+// adjacent tasks are adjacent in memory (a warp reads 32 N contiguous floats
+// and writes, per slice, 32 N contiguous values over 32 N / TK tiles; the
+// kernel takes N = 8: 16-byte stores of 16-bit slices, and half the index
+// arithmetic per value). Returns the largest abs_bits of the values.
+template <int N = 4>
+__host__ __device__ __forceinline__ uint32_t split_rows_task(const SplitProblem& p, int64_t t) {
+  static_assert(N == 4 || N == 8, "4 or 8 values per task");
+  int64_t row_id, group, b, r;
+  divmod(t, p.k_out / N, &row_id, &group);
+  divmod(row_id, p.rows, &b, &r);
+  const int64_t k0 = group * N;
+  float v[N];
+  load_row_values<N>(p, row_id, k0, v);
   write_slices<N>(p, v, p.exp ? p.exp[row_id] : 0, b, r, k0);
   uint32_t m = 0;
 #pragma unroll
   for (int j = 0; j < N; ++j) m = abs_bits(v[j]) > m ? abs_bits(v[j]) : m;
   return m;
+}
+
+// |x|'s bits for a finite x, 0 for NaN and +-Inf: as integers they order
+// the finite values, so a row's maximum of them is the bits of its largest
+// finite |value| (xla.py: row_scale_exponents' amax).
+__host__ __device__ __forceinline__ uint32_t finite_abs_bits(float x) {
+  const uint32_t a = abs_bits(x);
+  return a < 0x7F800000u ? a : 0u;
+}
+
+// fp16's row-scaling exponent from the bits of a row's largest finite |x|
+// (xla.py: scale_exponents): 13 - floor(log2 max), exact for subnormals,
+// so that the row's largest finite value scales into [2^13, 2^14); 0 for a
+// row without a finite nonzero value.
+__host__ __device__ __forceinline__ int fp16_row_exponent(uint32_t finite_max_bits) {
+  constexpr int kRowTopExp = 13;  // xla.py: FP16_ROW_TOP_EXP
+  if (finite_max_bits == 0) return 0;
+  const int biased = int(finite_max_bits >> 23);
+  if (biased > 0) return kRowTopExp - (biased - 127);
+  uint32_t m = finite_max_bits & 0x7FFFFFu;  // subnormal: m 2^-149, floor(log2) = -149 + floor(log2 m)
+  int lg = -1;
+  while (m) ++lg, m >>= 1;
+  return kRowTopExp - (-149 + lg);
 }
 
 // Transposed: the 16 values k0 .. k0 + 15 of output row r, read as

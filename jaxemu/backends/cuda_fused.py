@@ -267,16 +267,36 @@ def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False, e=None):
         x, transposed = jnp.swapaxes(x, 1, 2), False
     bsz = x.shape[0]
     rows = x.shape[2] if transposed else x.shape[1]
+    find = s.fmt == "fp16" and s.scaling == "row" and e is None and split_finds_exps(kp, transposed)
     if s.scaling != "row":
         e = None
-    elif e is None:
+    elif e is None and not find:
         e = xla_backend.row_scale_exponents(x, 1 if transposed else 2).reshape(bsz, rows).astype(jnp.int32)
     out = (jax.ShapeDtypeStruct((bsz, rows, kp // tk, s.slices, tk), _DTYPES[s.fmt]),
-           jax.ShapeDtypeStruct((1,), jnp.int32))
-    sl, amax_bits = jax.ffi.ffi_call("jaxemu_fused_split", out)(
+           jax.ShapeDtypeStruct((1,), jnp.int32),
+           jax.ShapeDtypeStruct((bsz, rows) if find else (1,), jnp.int32))
+    sl, amax_bits, found = jax.ffi.ffi_call("jaxemu_fused_split", out)(
         x, jnp.zeros((0,), jnp.int32) if e is None else e, slice_type=_SLICE_TYPE[s.fmt],
-        lo_scale_bits=int(s.lo_scale_bits), truncate=int(s.split == "bitcut"), transposed=int(bool(transposed)))
-    return sl, e, lax.bitcast_convert_type(amax_bits[0], jnp.float32)
+        lo_scale_bits=int(s.lo_scale_bits), truncate=int(s.split == "bitcut"), transposed=int(bool(transposed)),
+        find_exp=int(find))
+    return sl, found if find else e, lax.bitcast_convert_type(amax_bits[0], jnp.float32)
+
+
+# Rows of up to this many values (K padded to the tile) can be split by the
+# kernel that finds fp16's row exponents itself (ffi/fused/params.h:
+# kSplitExpMaxK; 8 to 32 lanes of a warp hold a row in registers).
+SPLIT_EXP_MAX_K = 2048
+
+
+def split_finds_exps(kp: int, transposed: bool) -> bool:
+    """Whether the split kernel finds fp16's row exponents itself (fp16x3,
+    fp16x3_bitcut: the caller checks the format), in its one
+    read of the operand (split_rows_exp_kernel, ffi/fused_dispatch.cu),
+    instead of an XLA reduction over it first: rows (not transposed) of up
+    to SPLIT_EXP_MAX_K values, where JAXEMU_CUDA_SPLIT_EXPS is "1" (opt-in:
+    switches.py). The same exponents (xla.row_scale_exponents' rule, from
+    the bits), so the same slices."""
+    return switches.enabled("split_exps") and not transposed and 0 < kp <= SPLIT_EXP_MAX_K
 
 
 def b_as_rows() -> bool:

@@ -27,6 +27,7 @@ which stays available for comparison and as a fallback the user chooses.
 | JAXEMU_CUDA_MIXPERT_SPARSE | MixPert's fallback tile by tile (cuda_mixpert.sparse_fallback: per K-tile, its flagged rows of A times B's K-tile and A's good K-tile times its flagged columns of B, thin FP32 products summed per row and column) where few tiles fall back per K-tile and per row or column: int8_l4 1.86x SGEMM at 8192^3 against 1.40x with the gathered rows, same run (stop 46) | the gathered rows and columns, or the whole products | H200, 2026-11-29 (tests/test_cuda_mixpert.py) |
 | JAXEMU_CUDA_MIXPERT_SPLIT | the MixPert split (ffi/mixpert/split.cuh): one pass over each operand writing the kernel's layout, exponents and flags | XLA's split (xla.int8_tile_stats) and cuda_mixpert.pack | H200, 2026-11-29 (tests/test_cuda_mixpert.py) |
 | JAXEMU_CUDA_F32_SCALES_IN_KERNEL | fp16x3's row and column exponents found in the FP32-operand kernel (its own configuration, f32ek_fp16_s2_t1_2), each from its first nonzero K-tile of a work item with cuda_fused.F32_EXP_HEADROOM binades to spare (ffi/fused/transform.cuh: choose_rows; a value past the headroom, or a special value, leaves an entry of C not finite, and the product is redone with the passes' exponents: cuda_fused.f32_product), instead of an XLA pass over each operand first: the k-means update with dense operands (1024 x 2^20 x 256) 3.99 ms against 5.14, 2.61x SGEMM on normal data, 2.56x on values spread over 33 binades; 9.53 ms where the redo runs (one row of B 2^20 times larger), same run (stop 53) | the passes | H200, 2026-11-30 (tests/test_cuda_f32.py: 138 passed); on by default since stop 54 where the passes it saves read >= 1 GiB (cuda_fused.f32_scales_in_kernel; "1": on every fp16x3 product the kernel runs) (H200, 2026-11-30: tests/test_cuda.py whole with it on, 167 passed and one stale assertion about int8_l4's backend, mended; tests/test_cuda_f32.py 138 passed; compute-sanitizer memcheck of the configuration: 0 errors) |
+| JAXEMU_CUDA_SPLIT_EXPS | (opt-in: "1", until its GPU tests run) fp16's row exponents (fp16x3, fp16x3_bitcut) found by the split kernel in its one read of an operand (rows of up to 2048 values, not transposed: 8 to 32 lanes of a warp per row hold it in registers, reduce its largest finite |x|, then split it; ffi/fused_dispatch.cu: split_rows_exp_kernel), instead of an XLA reduction over the operand first (k-means' distances: A is 1 GiB, ~0.25 ms of fp16x3's 4.4 ms, docs/performance.md stop 23's profile) | the XLA reduction, then the split | CPU: the kernel's per-row code on the host against XLA's exponents and slices (tests/test_fused_layout.py); not yet run on a GPU |
 | JAXEMU_CUDA_F32_OPERANDS | bf16 schemes on FP32 operands, split in the GEMM's shared memory (ffi/fused/kernel_f32.cuh), on outputs of up to one wave of tiles ("1": wherever it can run) | the split kernel, then the slice GEMM | H200, 2026-11-27 |
 
 (H100 80GB HBM3 or H200, jax 0.11.2, CUDA 13: tests/test_cuda.py, tests/test_cuda_int8.py
@@ -45,8 +46,8 @@ _SWITCHES = {"int8": "JAXEMU_CUDA_INT8", "split": "JAXEMU_CUDA_SPLIT", "residues
              "mixpert_sparse": "JAXEMU_CUDA_MIXPERT_SPARSE", "mixpert_fallback": "JAXEMU_CUDA_MIXPERT_FALLBACK",
              "mixpert_fallback_tiles": "JAXEMU_CUDA_MIXPERT_FALLBACK_TILES",
              "mixpert_three_warpgroups": "JAXEMU_CUDA_MIXPERT_THREE_WARPGROUPS",
-             "f32_scales_in_kernel": "JAXEMU_CUDA_F32_SCALES_IN_KERNEL"}
-OPT_IN: set = set()  # switches whose kernel runs only when set to "1" (none now)
+             "f32_scales_in_kernel": "JAXEMU_CUDA_F32_SCALES_IN_KERNEL", "split_exps": "JAXEMU_CUDA_SPLIT_EXPS"}
+OPT_IN: set = {"split_exps"}  # switches whose kernel runs only when set to "1"
 
 
 def enabled(kernel: str) -> bool:

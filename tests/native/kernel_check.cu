@@ -20,7 +20,8 @@
 // runs it under the sanitizer's tools); prints one line per case.
 //
 //   jaxemu_kernel_check [--list] [--family fused|f32|int8|residues|split|crt] [--start N] [--count N]
-//   jaxemu_kernel_check --time-f32 BxMxKxN | --time-mixpert BxMxKxN[:SAxSB][:normal]  (timing only)
+//   jaxemu_kernel_check --time-f32 BxMxKxN | --time-mixpert BxMxKxN[:SAxSB][:normal] | --time-split BxRxK[:normal]
+//   (timing only)
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -821,6 +822,7 @@ struct SplitCase {
   bool transposed;
   int scheme;       // fused_schemes() index, plus 5: fp16x3_bitcut
   bool few_blocks;  // launch 3 blocks
+  bool find_exp = false;  // fp16's row exponents found by the split (SplitProblem::exp_out)
 };
 
 std::vector<SplitCase> split_cases() {
@@ -835,6 +837,15 @@ std::vector<SplitCase> split_cases() {
   // Three blocks walking many tiles each (the grid-stride loops, and the
   // tile's second barrier under racecheck).
   for (int tr = 0; tr < 2; ++tr) out.push_back({1, 4100, 2050, tr != 0, 4, true});
+  // The split that finds fp16's row exponents (rows of up to kSplitExpMaxK
+  // values: 8, 16 and 32 lanes per row, 1 to 8 tasks per lane), against the
+  // host's exponents and slices; three blocks looping over many rows.
+  for (int sc = 4; sc < 6; ++sc) {
+    for (auto s : shapes)
+      if (s[2] <= fused::kSplitExpMaxK) out.push_back({s[0], s[1], s[2], false, sc, false, true});
+    out.push_back({1, 4100, 2040, false, sc, true, true});
+    out.push_back({2, 333, 60, false, sc, true, true});
+  }
   return out;
 }
 
@@ -860,7 +871,7 @@ std::string label(const SplitCase& c) {
   std::snprintf(buf, sizeof buf, "split %s %s %lldx%lldx%lld%s", c.scheme == 5 ? "fp16x3_bitcut" : fused_schemes()[c.scheme].name,
                 c.transposed ? "transposed" : "rows", (long long)c.batch, (long long)c.rows, (long long)c.k,
                 c.few_blocks ? " 3 blocks" : "");
-  return buf;
+  return std::string(buf) + (c.find_exp ? " finding exponents" : "");
 }
 
 bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
@@ -899,9 +910,13 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
   upload(dx, x);
   upload(de, exps);
   p.x = static_cast<float*>(dx.ptr);
-  p.exp = scaled ? static_cast<int32_t*>(de.ptr) : nullptr;
+  p.exp = scaled && !c.find_exp ? static_cast<int32_t*>(de.ptr) : nullptr;
   p.out = dout.ptr;
   CHECK_CUDA(cudaMemset(dout.ptr, 0x5A, bytes));  // poison: an unwritten byte fails the check
+  if (c.find_exp) {  // the kernel writes the exponents into de instead (poisoned first)
+    p.exp_out = static_cast<int32_t*>(de.ptr);
+    CHECK_CUDA(cudaMemset(de.ptr, 0x5A, exps.size() * 4));
+  }
   std::string why = fused::run(p, nullptr);
   if (!why.empty()) {
     *detail = "run: " + why;
@@ -942,6 +957,13 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
     wrong += !both_nan && std::memcmp(&got[i], want + i, width) != 0;
   }
   *detail = std::to_string(wrong) + " of " + std::to_string(bytes / width) + " slice values differ from the host code";
+  if (c.find_exp) {
+    const auto found = download<int32_t>(de, exps.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < exps.size(); ++i) bad += found[i] != exps[i];
+    *detail += ", " + std::to_string(bad) + " of " + std::to_string(exps.size()) + " exponents differ";
+    wrong += bad;
+  }
   return wrong == 0;
 }
 
@@ -1310,6 +1332,67 @@ int time_f32(const std::string& spec) {
 // test_cuda_mixpert.py checks the product).
 //   ncu --kernel-name regex:mixpert_kernel --launch-skip 1 --launch-count 1 \
 //       jaxemu_kernel_check --time-mixpert 1x8192x8192x8192
+// --time-split BxRxK[:normal]: fp16x3's split of a (B, R, K) operand, rows
+// (the k-means distances' A: 1x1048576x256), given its row exponents (the
+// host's, as XLA's pass would give them) against finding them itself
+// (split_rows_exp_kernel, K <= kSplitExpMaxK): time per launch, SM clock
+// after, whether slices and exponents are the same bytes. The kernel that
+// finds them reads x once; with given exponents, a reduction over x comes
+// first (not timed here: XLA's; ~a read of x at DRAM speed).
+int time_split(const std::string& spec) {
+  long long bsz = 0, rows = 0, k = 0;
+  if (std::sscanf(spec.c_str(), "%lldx%lldx%lld", &bsz, &rows, &k) != 3 || bsz < 1 || rows < 1 || k < 1) {
+    std::fprintf(stderr, "--time-split BxRxK[:normal]\n");
+    return 2;
+  }
+  const bool normal = spec.find(":normal") != std::string::npos;
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::vector<float> x(size_t(bsz * rows * k));
+  for (auto& v : x) v = normal ? g(rng) : u(rng);
+  std::vector<int32_t> exps(size_t(bsz * rows));
+  for (size_t r = 0; r < exps.size(); ++r) {
+    uint32_t mx = 0;
+    for (long long q = 0; q < k; ++q) mx = std::max(mx, fused::finite_abs_bits(x[r * size_t(k) + size_t(q)]));
+    exps[r] = fused::fp16_row_exponent(mx);
+  }
+  fused::SplitProblem p;
+  p.type = fused::SliceType::kFP16;
+  p.slices = 2;
+  p.lo_scale_bits = 12;
+  p.batch = bsz, p.rows = rows, p.k = k;
+  p.k_out = (k + 63) / 64 * 64;
+  const size_t bytes = size_t(bsz * rows * p.k_out * 2) * 2;
+  Device dx(x.size() * 4), de(exps.size() * 4), df(exps.size() * 4), d1(bytes), d2(bytes), dm(4);
+  upload(dx, x);
+  upload(de, exps);
+  CHECK_CUDA(cudaMemset(dm.ptr, 0, 4));
+  p.x = static_cast<const float*>(dx.ptr);
+  p.amax_bits = static_cast<int32_t*>(dm.ptr);
+  fused::SplitProblem given = p, finding = p;
+  given.exp = static_cast<const int32_t*>(de.ptr);
+  given.out = d1.ptr;
+  finding.exp_out = static_cast<int32_t*>(df.ptr);
+  finding.out = d2.ptr;
+  for (const fused::SplitProblem* q : {&given, &finding})
+    if (std::string why = fused::check(*q); !why.empty()) {
+      std::printf("%s split: %s\n", spec.c_str(), why.c_str());
+      return 1;
+    }
+  const double ms_given = ms_per_launch("split, exponents given", [&] { return fused::run(given, nullptr); });
+  const double mhz_given = last_clock_mhz;
+  const double ms_found = ms_per_launch("split, exponents found", [&] { return fused::run(finding, nullptr); });
+  if (ms_given < 0 || ms_found < 0) return 1;
+  const bool same = download<uint8_t>(d1, bytes) == download<uint8_t>(d2, bytes) &&
+                    download<int32_t>(df, exps.size()) == exps;
+  const double gb = double(x.size()) * 4 * 1e-9;
+  std::printf("%s split fp16x3: exponents given %.3f ms (%.0f GB/s of x; %.0f MHz after), found %.3f ms (%.0f GB/s; "
+              "%.0f MHz after); slices and exponents %s\n", spec.c_str(), ms_given, gb / ms_given * 1e3, mhz_given,
+              ms_found, gb / ms_found * 1e3, last_clock_mhz, same ? "the same" : "DIFFER");
+  return same ? 0 : 1;
+}
+
 int time_mixpert(const std::string& spec) {
   long long bsz = 0, m = 0, k = 0, n = 0;
   int sa = 3, sb = 3;
@@ -1445,9 +1528,10 @@ int main(int argc, char** argv) {
     else if (a == "--count" && i + 1 < argc) count = std::atol(argv[++i]);
     else if (a == "--time-f32" && i + 1 < argc) return time_f32(argv[++i]);
     else if (a == "--time-mixpert" && i + 1 < argc) return time_mixpert(argv[++i]);
+    else if (a == "--time-split" && i + 1 < argc) return time_split(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--list] [--family fused|f32|int8|residues|split|crt] [--start N] [--count N] "
-                   "| --time-f32 BxMxKxN | --time-mixpert BxMxKxN[:SAxSB][:normal]\n",
+                   "| --time-f32 BxMxKxN | --time-mixpert BxMxKxN[:SAxSB][:normal] | --time-split BxRxK[:normal]\n",
                    argv[0]);
       return 2;
     }

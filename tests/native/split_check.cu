@@ -4,10 +4,14 @@
 // IN: int64 header [slice_type (0 bf16, 1 fp16, 2 tf32), slices,
 // lo_scale_bits, truncate, transposed, batch, rows, k, k_out, has_exp], then
 // x float32 ((batch, rows, k), or (batch, k, rows) when transposed) and, if
-// has_exp, the row exponents int32 (batch, rows); OUT: the slices' bytes
+// has_exp is 1, the row exponents int32 (batch, rows); OUT: the slices' bytes
 // (batch, rows, k_out / TK, slices, TK) in the slice format. The output
-// starts poisoned (0x5A), so an entry no task writes shows. Exit status 2
-// with a message on bad input.
+// starts poisoned (0x5A), so an entry no task writes shows. has_exp 2: the
+// exponents found as split_rows_exp_kernel finds them (each row's largest
+// finite |x|, fp16_row_exponent), then the row's slices with them, and OUT
+// ends with those exponents, int32 (batch, rows). Exit status 2 with a
+// message on bad input.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -52,8 +56,13 @@ int main(int argc, char** argv) {
   }
   std::vector<float> x(size_t(p.batch * p.rows * p.k) + 1);
   std::vector<int32_t> exps(size_t(p.batch * p.rows) + 1);
+  const bool find_exp = h[9] == 2;
+  if (find_exp && (p.transposed || p.type != SliceType::kFP16 || p.k_out > kSplitExpMaxK)) {
+    std::fprintf(stderr, "finding exponents: fp16 rows of up to %d values\n", kSplitExpMaxK);
+    return 2;
+  }
   if (std::fread(x.data(), 4, x.size() - 1, in) != x.size() - 1 ||
-      (h[9] && std::fread(exps.data(), 4, exps.size() - 1, in) != exps.size() - 1)) {
+      (h[9] == 1 && std::fread(exps.data(), 4, exps.size() - 1, in) != exps.size() - 1)) {
     std::fprintf(stderr, "short input\n");
     return 2;
   }
@@ -62,9 +71,35 @@ int main(int argc, char** argv) {
   const uint32_t poison = 0x5A5A5A5Au;
   std::vector<uint4> out((bytes + 15) / 16 + 1, make_uint4(poison, poison, poison, poison));  // 16-byte aligned
   p.x = x.data();
-  p.exp = h[9] ? exps.data() : nullptr;
+  p.exp = h[9] == 1 ? exps.data() : nullptr;
   p.out = out.data();
-  if (!p.transposed) {
+  if (find_exp) {
+    // The device kernel's work per row, in its order of tasks: the row's
+    // values, their largest finite |x| and its exponent, then the slices.
+    p.exp_out = exps.data();
+    const int64_t groups = p.k_out / 8;
+    std::vector<float> v(size_t(groups * 8));
+    for (int64_t row_id = 0; row_id < p.batch * p.rows; ++row_id) {
+      uint32_t finite_max = 0;
+      for (int64_t g = 0; g < groups; ++g) {
+        float w[8];
+        load_row_values<8>(p, row_id, g * 8, w);
+        for (int j = 0; j < 8; ++j) {
+          v[size_t(g * 8 + j)] = w[j];
+          finite_max = std::max(finite_max, finite_abs_bits(w[j]));
+        }
+      }
+      const int e = fp16_row_exponent(finite_max);
+      p.exp_out[row_id] = e;
+      int64_t b, r;
+      jaxemu::divmod(row_id, p.rows, &b, &r);
+      for (int64_t g = 0; g < groups; ++g) {
+        float w[8];
+        for (int j = 0; j < 8; ++j) w[j] = v[size_t(g * 8 + j)];
+        write_slices<8>(p, w, e, b, r, g * 8);
+      }
+    }
+  } else if (!p.transposed) {
     for (int64_t t = 0; t < p.batch * p.rows * (p.k_out / 4); ++t) split_rows_task(p, t);
     // The device kernel's 8 values per task must write the same bytes.
     std::vector<uint4> out8(out.size(), make_uint4(poison, poison, poison, poison));
@@ -89,6 +124,7 @@ int main(int argc, char** argv) {
   }
   std::FILE* o = std::fopen(argv[2], "wb");
   if (!o || std::fwrite(out.data(), 1, bytes, o) != bytes) return 2;
+  if (find_exp && std::fwrite(exps.data(), 4, exps.size() - 1, o) != exps.size() - 1) return 2;
   std::fclose(o);
   return 0;
 }
