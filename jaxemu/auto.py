@@ -97,7 +97,7 @@ from jax import lax
 
 from . import costs
 from . import backends
-from .backends import SplitProduct, backend_for, switches, xla
+from .backends import SplitProduct, backend_for, xla
 from .backends.xla import exponent, ldexp
 from .schemes import EXACT_MAX, Auto, exact_variant, get_scheme
 
@@ -139,8 +139,9 @@ SAFE_MAX_EXP = 100
 # slices rounded up cannot overflow below 126; margins of 10 and 2.
 PAIR_MIN_EXP = -100
 PAIR_MAX_EXP = 124
-# Emulation must be predicted at least this much faster than FP32 to be tried
-# (the cost model's error and the data test's cost are the margin).
+# Emulation, its data test included (costs.data_test_time), must be predicted
+# at least this much faster than FP32 to be tried (the cost model's error is
+# the margin).
 PAYS = 0.9
 SPLIT_FRACTIONS = (0.25, 0.5, 0.75)   # one-sided hybrids
 BOTH_FRACTIONS = (0.5, 0.75)          # two-sided: fewer, each one is a branch to compile
@@ -266,12 +267,15 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
 
         def gather(rows, cols):
             return model.gather_time(shape, rows, cols)
+    # Every emulated candidate waits for the data test (costs.data_test_time:
+    # on small products it costs more than emulation saves).
+    t_test = 0.0 if model is None else costs.data_test_time(shape)
     t32 = cost("fp32", *shape)
-    cands = [Candidate(name, cost(name, *shape)) for name in CHOICES]
+    cands = [Candidate(name, cost(name, *shape) + (t_test if name != "fp32" else 0.0)) for name in CHOICES]
     for p, q in _hybrid_splits(m, n, s.block):
         # fp16x3 on C[:p, :q]; bf16x6 on C[:p, q:] and C[p:, :] (empty parts cost nothing),
         # on the backend's main path: they share one split (costs.path_of)
-        t = cost("fp16x3", bsz, p, q, k, "") + gather(p < m, q < n)
+        t = t_test + cost("fp16x3", bsz, p, q, k, "") + gather(p < m, q < n)
         t += cost("bf16x6", bsz, p, n - q, k, "") if q < n else 0.0
         t += cost("bf16x6", bsz, m - p, n, k, "") if p < m else 0.0
         cands.append(Candidate("bf16x6", t, True, p, q))
@@ -281,8 +285,8 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
     keep.sort(key=lambda c: c.time)
     if len(keep) == 1:
         best = min(cands[:2], key=lambda c: c.time)  # the faster pure emulation
-        return AutoPlan(tuple(keep), f"the cost model predicts {best.scheme} {best.time * 1e3:.3g} ms against "
-                        f"FP32's {t32 * 1e3:.3g} ms: emulation does not pay here", source)
+        return AutoPlan(tuple(keep), f"the cost model predicts {best.scheme} {best.time * 1e3:.3g} ms (auto's data "
+                        f"test included) against FP32's {t32 * 1e3:.3g} ms: emulation does not pay here", source)
     if keep[0].scheme == "bf16x6" and not keep[0].hybrid:
         # Every hybrid needs bf16x6's range and is slower; what is left is
         # fp16x3, which the normwise test could admit where bf16x6's range

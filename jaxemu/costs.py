@@ -45,25 +45,32 @@ import numpy as np
 Shape = Tuple[int, int, int, int]  # (B, M, N, K)
 SCHEMES = ("fp32", "fp16x3", "bf16x6")
 
-# H200 (driver 580.159.04, jax 0.11.2), cuda backend, 2026-11-27, inputs
+# H200 (driver 580.159.04, jax 0.11.2), cuda backend, 2026-11-30, inputs
 # uniform(-1, 1): milliseconds (SGEMM) and speedups over SGEMM measured in the
-# same run, all twelve from one `python scripts/cost_points.py --repeats 5`
-# at 8a6117c (fp16's unscaling at one multiply per value: fp16x3 on the
-# short-K shapes 1.27-1.53x faster than at stop 34's points; bf16x6 takes the
-# FP32-operand kernel, A's slices in registers, on the 1st, 2nd, 7th, 10th
-# and 12th shapes; the 9th-11th: k-means distances and update, kNN;
-# docs/performance.md, "H200, 2026-11-27 (stop 36)"). But 1024^3 (a ~0.1 ms
-# product, timed one call at a time) keeps stop 34's point (SGEMM 0.059 ms,
-# fp16x3 0.63x, bf16x6 0.78x): this run measured 0.46x and 1.12x with the
-# same kernels there, and fp16x3's 0.46 bent its fit (2048^3 priced 1.13x its
-# time); the runs before swung as much (fp16x3 0.34-0.63).
-_H200_SGEMM = {(1, 1024, 1024, 1024): 0.059, (1, 2048, 2048, 2048): 0.348, (1, 4096, 4096, 4096): 2.712,
-               (1, 8192, 8192, 8192): 21.981, (1, 16384, 16384, 16384): 167.129, (1, 8192, 8192, 256): 0.753,
-               (1, 256, 8192, 8192): 0.706, (8, 2048, 2048, 2048): 2.658, (1, 1048576, 1024, 256): 12.222,
-               (1, 1024, 256, 1048576): 10.998, (1, 8192, 262144, 128): 13.053, (1, 512, 512, 65536): 0.726}
+# same run, from one `python scripts/cost_points.py --repeats 5
+# --extra 1x512x512x65536,1x4096x256x262144,1x512x1024x131072` at stop 55's
+# kernels (fp16x3 on the FP32-operand kernel with its exponents found in the
+# kernel: the k-means update (10th) 2.48x where stop 36's points had 1.11x;
+# its split finding its row exponents: the distances (9th) 2.90x against
+# 2.71x). Both schemes take the FP32-operand kernel on the 7th, 10th and
+# 12th-14th shapes (the last two were added so that fp16x3's is fit apart:
+# one fit of all its points priced bf16x6 below it at 256 x 8192 x 8192,
+# measured 2.09x against 1.88x), bf16x6 also on the 1st and 2nd; the
+# 9th-11th: k-means distances and update, kNN; docs/performance.md, "H200,
+# 2026-11-30 (stop 55)". But 1024^3 (a ~0.1 ms product, timed one call at a
+# time) is the same day's first run (call 1: fp16x3 0.70x, bf16x6 1.15x, its
+# split finding no exponents yet); the run above measured 0.53x and 1.26x
+# there, and fp16x3's 0.53 bent its fit so that it priced 2048^3 at bf16x6's
+# time (0.188 ms both; measured 0.176 and 0.186). Earlier runs swung as much
+# (fp16x3 0.34-0.63, stops 34-36).
+_H200_SGEMM = {(1, 1024, 1024, 1024): 0.059, (1, 2048, 2048, 2048): 0.349, (1, 4096, 4096, 4096): 2.716,
+               (1, 8192, 8192, 8192): 22.124, (1, 16384, 16384, 16384): 165.959, (1, 8192, 8192, 256): 0.762,
+               (1, 256, 8192, 8192): 0.707, (8, 2048, 2048, 2048): 2.666, (1, 1048576, 1024, 256): 12.247,
+               (1, 1024, 256, 1048576): 10.950, (1, 8192, 262144, 128): 13.248, (1, 512, 512, 65536): 0.728,
+               (1, 4096, 256, 262144): 11.179, (1, 512, 1024, 131072): 2.733}
 _H200_SPEEDUP = {  # x SGEMM, same order as _H200_SGEMM
-    "fp16x3": (0.63, 1.89, 3.19, 3.92, 3.78, 2.71, 1.16, 2.66, 2.71, 1.11, 2.41, 1.38),
-    "bf16x6": (0.78, 1.81, 2.01, 2.20, 2.04, 1.90, 1.87, 1.74, 1.93, 1.86, 2.00, 1.98),
+    "fp16x3": (0.70, 1.98, 3.41, 3.93, 3.91, 2.88, 2.09, 2.51, 2.90, 2.48, 2.38, 2.17, 2.51, 2.21),
+    "bf16x6": (1.15, 1.88, 2.05, 2.29, 2.03, 1.99, 1.88, 1.82, 1.95, 1.84, 2.04, 1.94, 1.84, 1.86),
 }
 # Not in the fit: bf16x6's slice path timed with the FP32-operand kernel
 # switched off where that kernel is the default (scripts/f32_ab.py, same
@@ -115,7 +122,7 @@ def _h100_points() -> Dict[str, Dict[Shape, float]]:
 # (device kind substring, backend) -> (source, measured points, whether to fit
 # each kernel path apart). The H100's predate the FP32-operand kernel's
 # default (2026-11-27): every point is the slice path's, so one fit per scheme.
-SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-27 (docs/performance.md)", _h200_points, True),
+SHIPPED = {("H200", "cuda"): ("shipped: H200 measurements of 2026-11-30 (docs/performance.md)", _h200_points, True),
            ("H100", "cuda"): ("shipped: H100 measurements of 2026-11-24 (docs/performance.md)", _h100_points, False)}
 
 
@@ -134,6 +141,28 @@ def path_of(backend: str, scheme: str, shape: Shape, exact=(False, False)) -> st
     if any(exact):
         s = s.with_exact(*exact)
     return "f32" if cuda_fused.f32_kernel(s, m, k, n, b) else ""
+
+
+# auto's data test, priced on top of every emulated candidate (auto.plan):
+# one pass over A and B (fp16x3's normwise probe among it, or the exponent
+# ranges alone), then a conditional whose predicate crosses to the host.
+# H200, stop 55 (docs/performance.md), auto's time less that of the scheme it
+# ran, same run: 0.069 ms at 2048^3 (32 MiB read), 0.35 at 8192^3 (0.54 GB),
+# 0.64 on the k-means distances (1.07 GB), 1.86 on the update (5.4 GB); on
+# kNN and 8 x 2048^3 none (its maxima replace fp16x3's exponent passes).
+# A fixed part and a rate through the first and last: an estimate for the
+# decision between emulation and FP32 (all emulated candidates pay it alike),
+# not a prediction of auto's overhead on every shape.
+DATA_TEST_FIXED_S = 50e-6
+DATA_TEST_BYTES_PER_S = 2.9e12
+
+
+def data_test_time(shape: Shape) -> float:
+    """Seconds of auto's data test for a (B, M, N, K) product (one read of
+    both FP32 operands and the conditional): DATA_TEST_FIXED_S and
+    DATA_TEST_BYTES_PER_S."""
+    b, m, n, k = shape
+    return DATA_TEST_FIXED_S + 4.0 * b * (m * k + k * n) / DATA_TEST_BYTES_PER_S
 
 
 # Relative cost of one FLOP per slice product on Hopper, for when no model is
@@ -381,11 +410,16 @@ def calibrate(shapes: Optional[Sequence[Shape]] = None, *, device=None, repeats:
     model = CostModel.from_points(device.device_kind, backend,
                                   f"calibrated on this machine ({len(shapes)} shapes)", points)
     if save:
-        cache = dict(_read_cache())
-        cache[_cache_key(device.device_kind, backend)] = model.to_json()
-        path = cache_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache, indent=1))
-        os.replace(tmp, path)  # atomic: a reader sees the old file or the new one
+        cache_model(model)
     return model
+
+
+def cache_model(model: CostModel) -> None:
+    """Cache ``model`` on disk (cache_path()) for auto on its device and backend."""
+    cache = dict(_read_cache())
+    cache[_cache_key(model.device, model.backend)] = model.to_json()
+    path = cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(cache, indent=1))
+    os.replace(tmp, path)  # atomic: a reader sees the old file or the new one
