@@ -63,7 +63,6 @@ def pack(a_sl, ea, oka, b_sl, eb, okb, s: Int8Split):
     SB, 128) int8 (B transposed: K contiguous), A's scale factors (B, K / 32,
     Mp) and B's (B, K / 32, Np) float32, rows padded to a multiple of 4."""
     bsz, m, nt, kt = a_sl[0].shape
-    n = b_sl[0].shape[3]
     k = nt * kt
     if kt != SCALE_TILE or k % TILE_K:
         raise ValueError(f"mixpert pack: K-tiles of {SCALE_TILE} and K a multiple of {TILE_K} expected, "
