@@ -268,10 +268,15 @@ def plan(bsz: int, m: int, n: int, k: int, s: Auto, platform: Optional[str] = No
         def gather(rows, cols):
             return model.gather_time(shape, rows, cols)
     # Every emulated candidate waits for the data test (costs.data_test_time:
-    # on small products it costs more than emulation saves).
-    t_test = 0.0 if model is None else costs.data_test_time(shape)
+    # on small products it costs more than emulation saves): the one its
+    # plan would run if it came first, fp16x3's or, for bf16x6, the ranges
+    # alone (below).
+    t_test = t_ranges = 0.0
+    if model is not None:
+        t_test, t_ranges = (costs.data_test_time(shape, exact, r) for r in (False, True))
     t32 = cost("fp32", *shape)
-    cands = [Candidate(name, cost(name, *shape) + (t_test if name != "fp32" else 0.0)) for name in CHOICES]
+    extra = {"fp32": 0.0, "bf16x6": t_ranges, "fp16x3": t_test}
+    cands = [Candidate(name, cost(name, *shape) + extra[name]) for name in CHOICES]
     for p, q in _hybrid_splits(m, n, s.block):
         # fp16x3 on C[:p, :q]; bf16x6 on C[:p, q:] and C[p:, :] (empty parts cost nothing),
         # on the backend's main path: they share one split (costs.path_of)

@@ -157,12 +157,17 @@ DATA_TEST_FIXED_S = 50e-6
 DATA_TEST_BYTES_PER_S = 2.9e12
 
 
-def data_test_time(shape: Shape) -> float:
-    """Seconds of auto's data test for a (B, M, N, K) product (one read of
-    both FP32 operands and the conditional): DATA_TEST_FIXED_S and
-    DATA_TEST_BYTES_PER_S."""
+def data_test_time(shape: Shape, exact=(False, False), ranges_only: bool = False) -> float:
+    """Seconds of auto's data test for a (B, M, N, K) product: the
+    conditional (DATA_TEST_FIXED_S) and a read of each operand at
+    DATA_TEST_BYTES_PER_S, in float32, but an ``exact`` one (small integers:
+    auto.auto_dot) in 16 bits, or not at all by a test of the exponent
+    ranges alone (``ranges_only``: its bounds stand in, auto.operand_stats)."""
     b, m, n, k = shape
-    return DATA_TEST_FIXED_S + 4.0 * b * (m * k + k * n) / DATA_TEST_BYTES_PER_S
+
+    def size(side, count):
+        return 0.0 if exact[side] and ranges_only else (2.0 if exact[side] else 4.0) * count
+    return DATA_TEST_FIXED_S + b * (size(0, m * k) + size(1, k * n)) / DATA_TEST_BYTES_PER_S
 
 
 # Relative cost of one FLOP per slice product on Hopper, for when no model is

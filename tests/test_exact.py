@@ -260,10 +260,13 @@ def test_auto_runs_the_exact_variants(rng):
     assert t6 < model.time("fp16x3", shape, "") * auto.EXACT_SHARE[""]["fp16x3"]
     # bf16x6 the fastest: it runs where its range test allows, else FP32
     assert [(c.scheme, c.hybrid) for c in one_hot.candidates] == [("bf16x6", False), ("fp32", False)], one_hot
-    assert one_hot.candidates[0].time == pytest.approx(t6)
+    # (its time: the product's and its test's, which reads B alone: the one-hot's bounds stand in)
+    t_test = costs.data_test_time(shape, (True, False), ranges_only=True)
+    assert t_test < costs.data_test_time(shape, (True, False)) < costs.data_test_time(shape)
+    assert one_hot.candidates[0].time == pytest.approx(t6 + t_test)
     # A shape where emulation in full does not pay but a one-slice variant does.
-    assert auto.plan(1, 1280, 1280, 1280, s, model=model).static == "fp32"
-    assert auto.plan(1, 1280, 1280, 1280, s, model=model, exact=(True, False)).static is None
+    assert auto.plan(1, 1536, 1536, 1536, s, model=model).static == "fp32"
+    assert auto.plan(1, 1536, 1536, 1536, s, model=model, exact=(True, False)).static is None
     x = T.sample("normal(0,1)", (4096, 300), rng)
     lab = jnp.asarray(rng.integers(0, 50, size=4096))
     f = jax.jit(jaxemu.emulate(lambda x, lab: onehot_update(x, lab, 50), scheme="auto"))
@@ -337,7 +340,10 @@ def test_auto_tests_only_bf16x6s_range_where_bf16x6_is_fastest(rng, monkeypatch)
     from jaxemu import auto, costs
     from jaxemu.backends import product_for
     from jaxemu.schemes import Auto
-    model = costs.model_for("NVIDIA H200", "cuda")
+    # A model in which bf16x6 is the faster (the H200's, fp16x3 priced at twice its times)
+    pts = costs._h200_points()
+    pts["fp16x3"] = {shape: 2 * t for shape, t in pts["fp16x3"].items()}
+    model = costs.CostModel.from_points("NVIDIA H200", "cuda", "test", pts)
     dense = auto.plan(1, 1024, 256, 1 << 20, jaxemu.get_scheme("auto"), model=model)  # the dense k-means update
     assert [(c.scheme, c.hybrid) for c in dense.candidates] == [("bf16x6", False), ("fp32", False)], dense
     assert "bf16x6 is the fastest" in dense.reason
