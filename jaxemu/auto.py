@@ -385,10 +385,29 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
         return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, a_bad=a_bad, b_bad=b_bad)
     if any(exact):
         raise ValueError("operand_stats: exact bounds are for the range test alone (normwise=False)")
-    a, b = _wide(a), _wide(b)  # (an exact operand may come in 16 bits)
+    b_side, v = _columns_and_probe(b, kernels, b_stats)
+    if kernels:
+        return _stats_of_rows(kernels.rows(a_in, v), b_side)
+    a = _wide(a)  # (an exact operand may come in 16 bits)
+    a0 = jnp.where(jnp.isfinite(a), a, 0.0)
+    a_max, a_min, a_l1, a_bad = _side(a, 2)
+    av = a0 * v[:, None, :]
+    t = jnp.abs(av)
+    y = _blocked_sum(av)   # reductions, not a dot: they share A's pass
+    z = _blocked_sum(t)
+    m = jnp.max(t, axis=2, initial=0.0)
+    q = jnp.sum(_root8(t), axis=2)
+    return _stats_of_rows((a_max, a_min, a_l1, a_bad, y, z, m, q), b_side)
+
+
+def _columns_and_probe(b, kernels: Optional[backends.StatsKernels] = None, b_stats=None):
+    """B's column statistics (max, min nonzero, sum of |b|, non-finite flag,
+    then eb: the exponent of the largest sum) and the probe v (B, K): B's
+    column of the largest sum, scaled by 2^-eb (|v| < 2), its non-finite
+    values as 0."""
+    b_in, b = b, _wide(b)
     b0 = jnp.where(jnp.isfinite(b), b, 0.0)
     b_max, b_min, b_l1, b_bad = b_stats if b_stats is not None else column_stats(b_in, kernels)
-    a0 = jnp.where(jnp.isfinite(a), a, 0.0)
     j = jnp.argmax(b_l1, axis=1)                                           # (B,)
     eb = exponent(jnp.max(b_l1, axis=1, initial=0.0))                      # (B,)
     # The gather of column j in a fusion of its own where it is long: XLA
@@ -403,17 +422,30 @@ def operand_stats(a, b, normwise: bool = True, kernels: Optional[backends.StatsK
     v = ldexp(jnp.take_along_axis(b0, j[:, None, None], axis=2)[:, :, 0], -eb[:, None])  # (B, K), |v| < 2
     if fence:
         v = lax.optimization_barrier(v)
-    if kernels:
-        a_max, a_min, a_l1, a_bad, y, z, m, q = kernels.rows(a_in, v)
-        return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb, a_bad, b_bad)
-    a_max, a_min, a_l1, a_bad = _side(a, 2)
-    av = a0 * v[:, None, :]
-    t = jnp.abs(av)
-    y = _blocked_sum(av)   # reductions, not a dot: they share A's pass
-    z = _blocked_sum(t)
-    m = jnp.max(t, axis=2, initial=0.0)
-    q = jnp.sum(_root8(t), axis=2)
+    return (b_max, b_min, b_l1, b_bad, eb), v
+
+
+def _stats_of_rows(row8, b_side) -> Stats:
+    """Stats from A's eight row statistics (StatsKernels.rows' order) and
+    ``_columns_and_probe``'s B side."""
+    a_max, a_min, a_l1, a_bad, y, z, m, q = row8
+    b_max, b_min, b_l1, b_bad, eb = b_side
     return Stats(a_max, a_min, a_l1, b_max, b_min, b_l1, y, z, m, q, eb, a_bad, b_bad)
+
+
+def operand_stats_with_split(a, b, kernels: backends.StatsKernels, b_stats=None):
+    """The normwise test's statistics (``operand_stats``) with A's taken by
+    fp16x3's split of A in the same read (``kernels.split_rows``): (Stats,
+    that split, for fp16x3's ``presplit``), or None where that split cannot
+    run for this product (B's statistics are then left to operand_stats)."""
+    if kernels is None or kernels.split_rows is None:
+        return None
+    b_side, v = _columns_and_probe(b, kernels, b_stats)
+    got = kernels.split_rows(a, v, b.shape[2])
+    if got is None:
+        return None
+    split, row8 = got
+    return _stats_of_rows(row8, b_side), split
 
 
 def _classes_from(st: Stats):
@@ -554,6 +586,18 @@ class DataTest:
         k = a.shape[2]
         return cls(st, (a.shape[1], k, b.shape[2]), s.criterion, exact,
                    kernels.probe_roundings(k) if kernels else None)
+
+    @classmethod
+    def with_split(cls, a, b, s: Auto, kernels: Optional[backends.StatsKernels], b_stats=None):
+        """The normwise test of a (B, M, K) x (B, K, N) with A's statistics
+        taken by fp16x3's split of A (``operand_stats_with_split``): (the
+        test, that split), or None where it cannot run."""
+        got = operand_stats_with_split(a, b, kernels, b_stats) if s.criterion == "normwise" else None
+        if got is None:
+            return None
+        st, split = got
+        k = a.shape[2]
+        return cls(st, (a.shape[1], k, b.shape[2]), s.criterion, (False, False), kernels.probe_roundings(k)), split
 
     def like(self, st: Stats) -> "DataTest":
         """The same test (shape, criterion, probe) on ``st``: in a conditional's
@@ -866,9 +910,20 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     # ranges alone does not read it: ``ranges_only``.)
     narrow = _exact_format(pl.candidates, lambda c: costs.path_of(backend, c.scheme, (bsz, m, n, k), exact))
     a, b = (x.astype(narrow) if e else x for x, e in zip((a, b), exact))
-    test = DataTest.of(a, b, s, exact, kernels, pl.ranges_only, b_stats=b_stats if kernels is not None else None)
     first, rest = pl.candidates[0], pl.candidates[1:]
-    if not (first.scheme == "fp16x3" and not first.hybrid):
+    b_stats = b_stats if kernels is not None else None
+    fp16x3_first = first.scheme == "fp16x3" and not first.hybrid
+    # Where fp16x3 comes first, A's statistics can come from fp16x3's split
+    # of A, which its branch then reads: one read of A for both
+    # (JAXEMU_CUDA_SPLIT_STATS, cuda_fused.split_takes_stats).
+    fused = (DataTest.with_split(a, b, s, kernels, b_stats)
+             if fp16x3_first and not any(exact) and presplit[0] is None else None)
+    if fused is not None:
+        test, a_split = fused
+        ahead = {"presplit": (a_split, presplit[1])}
+    else:
+        test = DataTest.of(a, b, s, exact, kernels, pl.ranges_only, b_stats=b_stats)
+    if not fp16x3_first:
         return _choose(pl.candidates, a, b, test, product, platform, split)
     # The common case costs one conditional; the hybrids' sorts run only
     # when fp16x3 is refused. The same statistics tell whether FP32's

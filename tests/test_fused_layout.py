@@ -494,6 +494,8 @@ def _kernel_twin(name, out_types):
     around it."""
     if name == "jaxemu_fused_split":
         return _split_twin(out_types)
+    if name == "jaxemu_fused_split_stats":
+        return _split_stats_twin(out_types)
 
     def call(a_sl, b_sl, row, col, a32, b32, amax, term_a, term_b, term_exp, kc_tiles, splits, tile_n, b32_rows):
         def slices(x):  # (L, R, T, S, TK) -> (S, L, R, T * TK)
@@ -545,6 +547,98 @@ def _split_twin(out_types):
         found = ex.reshape(out_types[2].shape).astype(jnp.int32) if find_exp else jnp.zeros((1,), jnp.int32)
         return sl, jax.lax.bitcast_convert_type(F.abs_max(x), jnp.int32)[None], found
     return call
+
+
+def _xla_row_stats(a, v=None):
+    """The row statistics kernel's eight (four without the probe), by XLA's
+    reductions as auto computes them without kernels (auto.operand_stats)."""
+    from jaxemu import auto
+    a = a.astype(jnp.float32)
+    a_max, a_min, a_l1, a_bad = auto._side(a, 2)
+    if v is None:
+        return a_max, a_min, a_l1, a_bad
+    av = jnp.where(jnp.isfinite(a), a, 0.0) * v[:, None, :]
+    t = jnp.abs(av)
+    return (a_max, a_min, a_l1, a_bad, auto._blocked_sum(av), auto._blocked_sum(t), jnp.max(t, axis=2, initial=0.0),
+            jnp.sum(auto._root8(t), axis=2))
+
+
+def _split_stats_twin(out_types):
+    """A stand-in for the split's stats form (jaxemu_fused_split_stats):
+    the split that finds fp16's row exponents (``_split_twin``) and, with
+    the probe, the row statistics as XLA computes them (``_xla_row_stats``)."""
+    split = _split_twin(out_types[:3])
+
+    def call(x, v, slice_type, lo_scale_bits, truncate):
+        assert slice_type == 1 and out_types[3].shape == (F.STATS_COUNT,) + x.shape[:2] and v.shape == (x.shape[0], x.shape[2])
+        sl, amax, e = split(x, jnp.zeros((0,), jnp.int32), slice_type, lo_scale_bits, truncate, 0, 1)
+        return sl, amax, e, jnp.stack(_xla_row_stats(x, v))
+    return call
+
+
+def test_auto_takes_a_rows_statistics_from_fp16x3s_split(monkeypatch, rng):
+    """JAXEMU_CUDA_SPLIT_STATS=1: where auto's plan puts fp16x3 first on the
+    slice path, A's row statistics come from fp16x3's split of A (the split
+    kernel's stats form) and fp16x3's branch reads that split. With the
+    kernels replaced by their twins on the CPU (the statistics kernels by
+    XLA's reductions, in both settings): the same bits as with the
+    statistics' own pass, where the test admits fp16x3 (NaN/Inf included)
+    and where it refuses it; no split of A in fp16x3's branches, and the
+    stats split once."""
+    from test_auto import AUTO, adversarial
+
+    from jaxemu import auto, backends
+    from jaxemu.backends import cuda_lowering, cuda_stats
+    calls = []
+
+    def twin(name, out_types):
+        call = _kernel_twin(name, out_types)
+
+        def record(*args, **attrs):
+            calls.append((name, args[0].shape, attrs.get("slice_type"), attrs.get("transposed")))
+            return call(*args, **attrs)
+        return record
+    use_twins(monkeypatch, twin)
+    kernels = backends.StatsKernels(rows=_xla_row_stats, columns=lambda b: auto._side(b.astype(jnp.float32), 1),
+                                    probe_roundings=auto.xla_probe_roundings,
+                                    split_rows=cuda_stats.KERNELS.split_rows)
+    monkeypatch.setattr(backends, "stats_for", lambda *args, **kw: kernels)
+
+    def product(a, b, scheme, scales=None, fits=False, presplit=(None, None)):
+        return X.canonical_dot(a, b, scheme, "cuda", fits=fits) if scheme.name == "fp32" else \
+            F.fused_product(a, b, scheme, scales, fits, presplit)
+
+    a_u, b_u = T.sample("uniform(-1,1)", (96, 320), rng), T.sample("uniform(-1,1)", (320, 64), rng)
+    a_s, b_s = a_u.copy(), b_u.copy()
+    a_s[3, 5], a_s[7, :], b_s[9, 4] = np.inf, np.nan, -np.inf
+    cases = {"uniform": (a_u, b_u), "wide-exp": (T.sample("wide-exp", (96, 320), rng), T.sample("wide-exp", (320, 64), rng)),
+             "specials": (a_s, b_s), "refused": adversarial("half the rows wide", np.random.default_rng(0))}
+    for label, (a, b) in cases.items():
+        rep = jaxemu.auto_report(a, b, AUTO)
+        assert (rep["scheme"] == "fp16x3") == (label != "refused"), (label, rep)
+        got, fp16_a_splits, stats_splits = {}, {}, {}
+        for switch in ("0", "1"):
+            monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
+            jax.clear_caches()
+            calls.clear()
+            f = jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", product, "cuda",
+                                                   split=cuda_lowering.split_product())[0])
+            got[switch] = np.asarray(f(a, b))
+            fp16_a_splits[switch] = sum(1 for n, shape, st, tr in calls
+                                        if n == "jaxemu_fused_split" and st == 1 and not tr and shape == (1,) + a.shape)
+            stats_splits[switch] = sum(1 for n, *_ in calls if n == "jaxemu_fused_split_stats")
+        np.testing.assert_array_equal(_nan_bits(got["1"]), _nan_bits(got["0"]), err_msg=label)
+        assert stats_splits == {"0": 0, "1": 1}, (label, stats_splits)
+        # (fp16x3's two branches, with and without FP32's special-value rules, each split A before)
+        assert fp16_a_splits["0"] - fp16_a_splits["1"] == 2, (label, fp16_a_splits)
+    # Where it cannot run (rows past the split's 2048 values), the statistics' own pass.
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "1")
+    a, b = T.sample("uniform(-1,1)", (40, 2100), rng), T.sample("uniform(-1,1)", (2100, 24), rng)
+    assert F.split_rows_with_stats(jnp.asarray(a)[None], jnp.ones((1, 2100), jnp.float32), 24) is None
+    calls.clear()
+    jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", product, "cuda")[0])(a, b)
+    assert not any(n == "jaxemu_fused_split_stats" for n, *_ in calls)
+    jax.clear_caches()
 
 
 @pytest.mark.parametrize("criterion", ["normwise", "componentwise"])

@@ -299,6 +299,46 @@ def split_finds_exps(kp: int, transposed: bool) -> bool:
     return switches.enabled("split_exps") and not transposed and 0 < kp <= SPLIT_EXP_MAX_K
 
 
+STATS_COUNT = 8  # the row statistics of ffi/stats/params.h, with the probe
+
+
+def split_takes_stats(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
+    """Whether auto's row statistics of A (with the probe) can come from
+    fp16x3's split of A for this product (``split_rows_with_stats``): the
+    scheme splits A with fp16 row scaling and no exact operand, the product
+    reads its operands' split (the slice path: ``presplit_pays``), A's rows
+    fit the split that finds their exponents (``split_finds_exps``), and
+    JAXEMU_CUDA_SPLIT_STATS is "1" (opt-in: switches.py)."""
+    return (switches.enabled("split_stats") and switches.enabled("split") and s.fmt == "fp16"
+            and s.scaling == "row" and not any(s.exact) and split_finds_exps(padded_k(k, s), False)
+            and presplit_pays(s, m, k, n, batch))
+
+
+def split_rows_with_stats(a, v, n: int, scheme="fp16x3"):
+    """fp16x3's split of A (L, M, K) and auto's row statistics of A with the
+    probe v (L, K) (cuda_stats.rows' eight: max, min nonzero and sum of |a|,
+    the non-finite flag, then sum t, sum |t|, max |t|, sum |t|^(1/8) of
+    t = a v), from one read of A (ffi: jaxemu_fused_split_stats), for a
+    product with N = n: (the split as ``presplit_operand`` returns it, the
+    eight statistics (L, M) each), or None where ``split_takes_stats``
+    refuses. The split's exponents are found from each row's largest finite
+    |a| (xla.py's rule), the same as auto's row scales from those maxima."""
+    s = get_scheme(scheme)
+    bsz, m, k = a.shape
+    if not split_takes_stats(s, m, k, n, bsz):
+        return None
+    kp = padded_k(k, s)
+    tk = tile_k(s.fmt)
+    out = (jax.ShapeDtypeStruct((bsz, m, kp // tk, s.slices, tk), _DTYPES[s.fmt]),
+           jax.ShapeDtypeStruct((1,), jnp.int32), jax.ShapeDtypeStruct((bsz, m), jnp.int32),
+           jax.ShapeDtypeStruct((STATS_COUNT, bsz, m), jnp.float32))
+    sl, amax_bits, e, st = jax.ffi.ffi_call("jaxemu_fused_split_stats", out)(
+        a, v.astype(jnp.float32), slice_type=_SLICE_TYPE[s.fmt], lo_scale_bits=int(s.lo_scale_bits),
+        truncate=int(s.split == "bitcut"))
+    split = (sl, e, lax.bitcast_convert_type(amax_bits[0], jnp.float32).reshape(()))
+    return split, tuple(st[i] for i in range(STATS_COUNT))
+
+
 def b_as_rows() -> bool:
     """Whether the split kernel takes B as the rows of B^T (slices_kernel)."""
     return switches.enabled("split") and switches.enabled("b_rows") and (
