@@ -8,6 +8,7 @@
 #include "fused/inst/configs.inc"
 #include "fused/f32_special.cuh"
 #include "fused/split.cuh"
+#include "stats/row_stats.cuh"
 
 namespace jaxemu {
 namespace fused {
@@ -46,6 +47,44 @@ __global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p) {
   if (p.amax_bits) reduce_amax(p, m);
 }
 
+// auto's row statistics with a probe (stats/params.h; stats::RowPartial<true>,
+// the row kernel's rules) of row row_id, whose values lane `lane` of its
+// Lanes holds in v (split_rows_exp_kernel's tasks: zeros past k), into
+// p.stats_out: the lane's partial over its tasks i and their values j in
+// that order, each with the probe's value at the same K (0 past k: the probe
+// is read only below k), then a butterfly over the row's lanes (xor
+// shuffles: every lane ends with the same merge, the same bits on every
+// run); lane 0 of a live row stores it. Every lane of the warp calls it,
+// a dead row's too (full-warp shuffles; its values are zeros, and its
+// probe is not read). Its amax is the float of the kernel's finite_max (the
+// same maximum of the same values). Here rather than in a second pass:
+// auto's data test read A once more for these (stats::row_stats_warp_kernel).
+template <int Lanes, int Tasks>
+__device__ __forceinline__ void split_row_stats(const SplitProblem& p, int64_t row_id, bool live, int lane,
+                                                const float (&v)[Tasks][kRowValues]) {
+  const int64_t groups = p.k_out / kRowValues;
+  int64_t b = 0, r = 0;
+  if (live) divmod(row_id, p.rows, &b, &r);
+  stats::RowPartial<true> acc;
+#pragma unroll
+  for (int i = 0; i < Tasks; ++i) {
+    const int64_t g = int64_t(i) * Lanes + lane;
+    float pv[kRowValues];
+    load_values<kRowValues>(p.probe, p.k, b, live && g < groups ? g * kRowValues : p.k, pv);  // (zeros)
+#pragma unroll
+    for (int j = 0; j < kRowValues; ++j) acc.add(v[i][j], pv[j]);
+  }
+#pragma unroll
+  for (int o = Lanes / 2; o > 0; o /= 2) acc.merge(acc.shfl_xor(o));
+  if (live && lane == 0) {
+    stats::RowStatsProblem out;  // the row kernel's store (its layout)
+    out.out = p.stats_out;
+    out.batch = p.batch;
+    out.rows = p.rows;
+    stats::store<true>(out, row_id, acc);
+  }
+}
+
 // The split of a (batch, rows, k) operand that finds fp16's row exponents
 // itself (SplitProblem::exp_out) instead of taking them from an XLA pass
 // over x first: Lanes lanes of a warp per row (k_out <= kSplitExpMaxK), its
@@ -55,12 +94,16 @@ __global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p) {
 // maximum over its lanes (xor shuffles within Lanes), its exponent
 // (fp16_row_exponent, as xla.py's), then the tasks' slices as
 // split_rows_task writes them. One read of x instead of two. Lanes and
-// Tasks per lane: the fewest that cover k_out (8, 16 lanes for rows of up
-// to 64, 128 values: no lane idles at kNN's K = 128; else 32 lanes and 1,
-// 2, 4 or 8 tasks, 8 taking 120 registers per thread, sm_90a). Every lane
-// runs the same number of iterations (the shuffles need the whole warp);
-// a lane past the last row loads nothing and writes nothing.
-template <int Lanes, int Tasks>
+// Tasks per lane (split.cuh: split_exp_shape): the fewest that cover k_out
+// (8, 16 lanes for rows of up to 64, 128 values: no lane idles at kNN's
+// K = 128; else 32 lanes and 1, 2, 4 or 8 tasks, 8 taking 120 registers
+// per thread, sm_90a, 128 with kStats: still two blocks of 256 per SM, no
+// spills). Every lane runs the same number of iterations (the shuffles
+// need the whole warp); a lane past the last row loads nothing and writes
+// nothing. kStats: auto's row statistics too (SplitProblem::stats_out;
+// split_row_stats above), from the values already in registers: the data
+// test's read of A saved.
+template <int Lanes, int Tasks, bool kStats>
 __global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem p) {
   static_assert(Lanes == 8 || Lanes == 16 || Lanes == 32, "8, 16 or 32 lanes per row");
   constexpr int kRowsPerWarp = 32 / Lanes;
@@ -87,6 +130,7 @@ __global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem 
     }
 #pragma unroll
     for (int o = Lanes / 2; o > 0; o /= 2) finite_max = max(finite_max, __shfl_xor_sync(0xffffffffu, finite_max, o));
+    if constexpr (kStats) split_row_stats<Lanes, Tasks>(p, row_id, live, lane, v);
     if (!live) continue;
     const int e = fp16_row_exponent(finite_max);
     if (lane == 0) p.exp_out[row_id] = e;
@@ -121,6 +165,11 @@ std::string check(const SplitProblem& p) {
   if (p.lo_scale_bits < 0 || p.lo_scale_bits > 14) return "lo_scale_bits must be in 0..14";
   if (p.batch < 0 || p.rows < 0 || p.k < 0 || p.k_out < p.k) return "the output must cover the operand (k_out >= k)";
   if (p.k_out % tile_k(p.type)) return "k_out must be a multiple of the tile's K";
+  // The row statistics come from the kernel that finds the exponents (rows
+  // of K = 0 too: it writes their statistics); the probe is read below k.
+  if (p.batch * p.rows > 0 && p.stats_out && (!p.exp_out || (p.k > 0 && !p.probe)))
+    return "the row statistics (stats_out) need the exponents found by the split (exp_out) and a probe";
+  if (p.batch * p.rows > 0 && p.probe && !p.stats_out) return "a probe is only read for the row statistics (stats_out)";
   if (p.batch * p.rows * p.k_out == 0) return "";
   if (!p.out || !aligned16(p.out)) return "the slices must be a 16-byte aligned buffer";
   if (p.k > 0 && !p.x) return "missing operand";
@@ -130,14 +179,32 @@ std::string check(const SplitProblem& p) {
   return "";
 }
 
+// split_rows_exp_kernel with the Lanes and Tasks of p's rows (split.cuh:
+// split_exp_shape), at most cap blocks.
+template <bool kStats>
+static void launch_rows_exp(const SplitProblem& p, int64_t cap, cudaStream_t stream) {
+  const int64_t rows = p.batch * p.rows;
+  static_assert(kSplitExpMaxK == 32 * kRowValues * 8, "tasks per lane: 1, 2, 4 or 8");
+  auto blocks = [&](int rows_per_warp) { return int(std::min((rows + 8 * rows_per_warp - 1) / (8 * rows_per_warp), cap)); };
+  const SplitExpShape s = split_exp_shape(p.k_out / kRowValues);
+  if (s.lanes == 8) split_rows_exp_kernel<8, 1, kStats><<<blocks(4), 256, 0, stream>>>(p);
+  else if (s.lanes == 16) split_rows_exp_kernel<16, 1, kStats><<<blocks(2), 256, 0, stream>>>(p);
+  else if (s.tasks == 1) split_rows_exp_kernel<32, 1, kStats><<<blocks(1), 256, 0, stream>>>(p);
+  else if (s.tasks == 2) split_rows_exp_kernel<32, 2, kStats><<<blocks(1), 256, 0, stream>>>(p);
+  else if (s.tasks == 4) split_rows_exp_kernel<32, 4, kStats><<<blocks(1), 256, 0, stream>>>(p);
+  else split_rows_exp_kernel<32, 8, kStats><<<blocks(1), 256, 0, stream>>>(p);
+}
+
 std::string run(const SplitProblem& p, cudaStream_t stream) {
   std::string why = check(p);
   if (!why.empty()) return why;
-  if (p.exp_out && p.batch * p.rows > 0 && p.k_out == 0) {  // rows without values: exponent 0, the rule's
+  // Rows without values: exponent 0, the rule's; with the statistics, the
+  // kernel below writes both (it loads no value: every one is padding).
+  if (p.exp_out && !p.stats_out && p.batch * p.rows > 0 && p.k_out == 0) {
     const cudaError_t e = cudaMemsetAsync(p.exp_out, 0, size_t(p.batch * p.rows) * sizeof(int32_t), stream);
     return e == cudaSuccess ? "" : std::string("split: memset of the exponents: ") + cudaGetErrorString(e);
   }
-  if (p.batch * p.rows * p.k_out == 0) return "";
+  if (p.batch * p.rows * (p.stats_out ? 1 : p.k_out) == 0) return "";
   static int sms_cache[64] = {};
   int device = 0, sms = 132;
   if (cudaGetDevice(&device) == cudaSuccess) {
@@ -150,15 +217,8 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
   const int64_t cap = p.max_blocks > 0 ? p.max_blocks : int64_t(sms) * 16;
   // One row of a transposed operand, (L, K, 1), is laid out as (L, 1, K).
   if (p.exp_out) {
-    const int64_t groups = p.k_out / kRowValues, rows = p.batch * p.rows;
-    static_assert(kSplitExpMaxK == 32 * kRowValues * 8, "tasks per lane: 1, 2, 4 or 8");
-    auto blocks = [&](int rows_per_warp) { return int(std::min((rows + 8 * rows_per_warp - 1) / (8 * rows_per_warp), cap)); };
-    if (groups <= 8) split_rows_exp_kernel<8, 1><<<blocks(4), 256, 0, stream>>>(p);
-    else if (groups <= 16) split_rows_exp_kernel<16, 1><<<blocks(2), 256, 0, stream>>>(p);
-    else if (groups <= 32) split_rows_exp_kernel<32, 1><<<blocks(1), 256, 0, stream>>>(p);
-    else if (groups <= 64) split_rows_exp_kernel<32, 2><<<blocks(1), 256, 0, stream>>>(p);
-    else if (groups <= 128) split_rows_exp_kernel<32, 4><<<blocks(1), 256, 0, stream>>>(p);
-    else split_rows_exp_kernel<32, 8><<<blocks(1), 256, 0, stream>>>(p);
+    if (p.stats_out) launch_rows_exp<true>(p, cap, stream);
+    else launch_rows_exp<false>(p, cap, stream);
   } else if (p.transposed && p.rows != 1) {
     const int blocks = int(std::min(transposed_tiles(p.batch, p.k_out, p.rows), cap));
     split_transposed_kernel<<<blocks, kTileThreads, 0, stream>>>(p);

@@ -154,6 +154,65 @@ def test_split_kernel_code_finds_the_row_exponents(split_check, tmp_path, name, 
     np.testing.assert_allclose(total, x[-1, -1].astype(np.float64) * 2.0 ** int(got_e[-1, -1]), rtol=2.0**-20)
 
 
+@pytest.mark.parametrize("law", ["every-magnitude", "normal"])
+@pytest.mark.parametrize("shape", [(2, 5, 256), (1, 3, 200), (1, 4, 1030), (1, 2, 2048), (1, 3, 8), (2, 7, 64)])
+def test_split_kernel_code_takes_auto_row_statistics(split_check, tmp_path, shape, law, rng):
+    """The split's stats form (split_rows_exp_kernel with the statistics,
+    on the host in the kernel's order: has_exp 3): slices and exponents
+    byte for byte those of the split that finds the exponents alone; the
+    eight row statistics against float64 (t = a v rounded to float32, as the
+    kernel multiplies): max, min nonzero, the non-finite flag and max |t|
+    exactly; the sums within (chain + 6) float32 roundings of their sums of
+    |terms| (chain: a lane's values plus its xor levels, <= 70 at K = 2048,
+    below cuda_stats.probe_roundings, which auto applies); the eighth-root
+    sum (the host's powf, the device's approximations) within 1e-5."""
+    from jaxemu.backends import cuda_stats
+    bsz, rows, k = shape
+    if law == "every-magnitude":  # subnormals .. 2^100
+        x = np.ldexp(rng.uniform(1, 2, shape) * rng.choice([-1.0, 1.0], shape), rng.integers(-149, 101, shape))
+    else:
+        x = rng.standard_normal(shape)
+    x = x.astype(np.float32)
+    coin = rng.integers(0, 100, shape)
+    x[coin == 0], x[coin == 1], x[coin == 2], x[coin == 3] = 0, np.inf, np.nan, -np.inf
+    x[0, 0, :] = 0
+    if rows > 2:
+        x[0, 2, :] = np.ldexp(rng.uniform(1, 2, k), rng.integers(-149, -126, k)).astype(np.float32)
+    v = rng.uniform(-2, 2, (bsz, k)).astype(np.float32)
+    v[:, ::7] = 0
+    kp = -(-k // 64) * 64
+    src, dst = tmp_path / "in.bin", tmp_path / "out.bin"
+    outs = {}
+    for mode in (2, 3):
+        with open(src, "wb") as fh:
+            np.asarray([1, 2, 12, 0, 0, bsz, rows, k, kp, mode], np.int64).tofile(fh)
+            x.tofile(fh)
+            if mode == 3:
+                v.tofile(fh)
+        r = subprocess.run([str(split_check), str(src), str(dst)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        outs[mode] = np.fromfile(dst, np.uint8)
+    head = bsz * rows * kp * 2 * 2 + 4 * bsz * rows  # slices, then the exponents
+    np.testing.assert_array_equal(outs[3][:head], outs[2])
+    st = outs[3][head:].view(np.float32).reshape(F.STATS_COUNT, bsz, rows).astype(np.float64)
+    a = np.where(np.isfinite(x), x, np.float32(0))
+    t = np.abs((a * v[:, None, :]).astype(np.float32).astype(np.float64))
+    ad = np.abs(a.astype(np.float64))
+    ts = (a * v[:, None, :]).astype(np.float32).astype(np.float64)
+    np.testing.assert_array_equal(st[0], ad.max(axis=2))
+    np.testing.assert_array_equal(st[1], np.where(ad > 0, ad, np.inf).min(axis=2))
+    np.testing.assert_array_equal(st[3], (~np.isfinite(x)).any(axis=2))
+    np.testing.assert_array_equal(st[6], t.max(axis=2))
+    lanes = 8 if kp <= 64 else 16 if kp <= 128 else 32
+    chain = -(-kp // (8 * lanes)) * 8 + int(np.log2(lanes))
+    assert chain <= 70 and chain <= cuda_stats.probe_roundings(k)
+    bound = (chain + 6) * 2.0 ** -24
+    for i, want, terms in ((2, ad.sum(axis=2), ad.sum(axis=2)), (4, ts.sum(axis=2), t.sum(axis=2)),
+                           (5, t.sum(axis=2), t.sum(axis=2))):
+        assert np.all(np.abs(st[i] - want) <= bound * terms), (i, np.max(np.abs(st[i] - want) / np.maximum(terms, 1e-300)))
+    np.testing.assert_allclose(st[7], (t ** 0.125).sum(axis=2), rtol=1e-5)
+
+
 def test_split_kernel_code_takes_four_slices(split_check, tmp_path, rng):
     # FloatSplit allows 4 slices; the fused path sends such schemes to the
     # kernels like the catalogue's.

@@ -193,16 +193,18 @@ __host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, con
   }
 }
 
-// The N values k0 .. k0 + N - 1 of row row_id (batch * rows + row) of a
-// (batch, rows, k) operand, 0 past k (the padding up to k_out).
+// The N values k0 .. k0 + N - 1 of row `row` of a (rows, k) float32 array
+// x, 0 past k (the padding up to k_out; nothing is read there): 16-byte
+// loads on the device where the row allows. The operand's rows
+// (load_row_values) and the probe's (SplitProblem::probe).
 template <int N>
-__host__ __device__ __forceinline__ void load_row_values(const SplitProblem& p, int64_t row_id, int64_t k0, float (&v)[N]) {
+__host__ __device__ __forceinline__ void load_values(const float* x, int64_t k, int64_t row, int64_t k0, float (&v)[N]) {
 #pragma unroll
   for (int j = 0; j < N; ++j) v[j] = 0.f;
-  const float* src = p.x + row_id * p.k + k0;
-  if (k0 < p.k) {
+  const float* src = x + row * k + k0;
+  if (k0 < k) {
 #ifdef __CUDA_ARCH__
-    if (k0 + N <= p.k && (p.k & 3) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0) {
+    if (k0 + N <= k && (k & 3) == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0) {
 #pragma unroll
       for (int q = 0; q < N; q += 4) {
         const float4 f = __ldg(reinterpret_cast<const float4*>(src + q));
@@ -213,9 +215,16 @@ __host__ __device__ __forceinline__ void load_row_values(const SplitProblem& p, 
     {
 #pragma unroll
       for (int j = 0; j < N; ++j)
-        if (k0 + j < p.k) v[j] = src[j];
+        if (k0 + j < k) v[j] = src[j];
     }
   }
+}
+
+// The N values k0 .. k0 + N - 1 of row row_id (batch * rows + row) of a
+// (batch, rows, k) operand, 0 past k (the padding up to k_out).
+template <int N>
+__host__ __device__ __forceinline__ void load_row_values(const SplitProblem& p, int64_t row_id, int64_t k0, float (&v)[N]) {
+  load_values<N>(p.x, p.k, row_id, k0, v);
 }
 
 // Not transposed: task t of batch * rows * (k_out / N) handles the N values
@@ -261,6 +270,23 @@ __host__ __device__ __forceinline__ int fp16_row_exponent(uint32_t finite_max_bi
   int lg = -1;
   while (m) ++lg, m >>= 1;
   return kRowTopExp - (-149 + lg);
+}
+
+// Lanes per row and tasks (8 values each) per lane of the split that finds
+// fp16's row exponents (split_rows_exp_kernel, ffi/fused_dispatch.cu) for
+// rows of `groups` = k_out / 8 groups (k_out <= kSplitExpMaxK): the fewest
+// that cover a row. Here so that the host's reference of the row
+// statistics' reduction (tests/native/split_check.cu) takes the kernel's.
+struct SplitExpShape {
+  int lanes, tasks;
+};
+__host__ __device__ __forceinline__ SplitExpShape split_exp_shape(int64_t groups) {
+  if (groups <= 8) return {8, 1};
+  if (groups <= 16) return {16, 1};
+  if (groups <= 32) return {32, 1};
+  if (groups <= 64) return {32, 2};
+  if (groups <= 128) return {32, 4};
+  return {32, 8};
 }
 
 // Transposed: the 16 values k0 .. k0 + 15 of output row r, read as

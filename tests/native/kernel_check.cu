@@ -10,7 +10,9 @@
 //   residues: the Ozaki II residue kernels (both layouts, float32 and
 //          float64) byte for byte against their per-thread code on the host.
 //   split: the fused path's split kernels (both layouts, every slice type)
-//          byte for byte against their per-thread code on the host.
+//          byte for byte against their per-thread code on the host; with
+//          auto's row statistics (SplitProblem::stats_out), the same bytes
+//          as without, and the statistics against float64 sums.
 //   f32:   the FP32-operand fused kernels (split in shared memory) against
 //          the float64 sum of the host's slice products; FP32's values
 //          where an operand holds NaN, Inf or a value past bf16's range.
@@ -44,6 +46,7 @@
 #include "int8/residues.cuh"
 #include "fused/f32_terms.h"
 #include "fused/split.cuh"
+#include "stats.h"
 
 using namespace jaxemu;
 
@@ -823,6 +826,7 @@ struct SplitCase {
   int scheme;       // fused_schemes() index, plus 5: fp16x3_bitcut
   bool few_blocks;  // launch 3 blocks
   bool find_exp = false;  // fp16's row exponents found by the split (SplitProblem::exp_out)
+  bool stats = false;     // and auto's row statistics with a probe (SplitProblem::stats_out)
 };
 
 std::vector<SplitCase> split_cases() {
@@ -846,6 +850,20 @@ std::vector<SplitCase> split_cases() {
     out.push_back({1, 4100, 2040, false, sc, true, true});
     out.push_back({2, 333, 60, false, sc, true, true});
   }
+  // With auto's row statistics: every Lanes x Tasks form (K = 8 .. 2048:
+  // 8 lanes to 32 lanes x 8 tasks; 200 and 1030 end inside a K-tile, 1030
+  // and 17 take the scalar loads), two batch entries, rows that are zero,
+  // subnormal or not finite throughout (run_split), three blocks looping
+  // over rows (a last pass with dead rows), rows without values (K = 0: the
+  // kernel writes their exponents and statistics); fp16x3 and its bit-cut
+  // form.
+  for (int64_t k : {8, 64, 128, 200, 256, 1030, 2048}) {
+    out.push_back({2, 37, k, false, 4, false, true, true});
+    out.push_back({2, 333, k, false, k == 200 || k == 1030 ? 5 : 4, true, true, true});
+  }
+  out.push_back({1, 5, 200, false, 5, false, true, true});
+  out.push_back({2, 7, 17, false, 4, false, true, true});
+  out.push_back({2, 3, 0, false, 4, false, true, true});
   return out;
 }
 
@@ -871,7 +889,67 @@ std::string label(const SplitCase& c) {
   std::snprintf(buf, sizeof buf, "split %s %s %lldx%lldx%lld%s", c.scheme == 5 ? "fp16x3_bitcut" : fused_schemes()[c.scheme].name,
                 c.transposed ? "transposed" : "rows", (long long)c.batch, (long long)c.rows, (long long)c.k,
                 c.few_blocks ? " 3 blocks" : "");
-  return std::string(buf) + (c.find_exp ? " finding exponents" : "");
+  return std::string(buf) + (c.stats ? " finding exponents and row statistics" : c.find_exp ? " finding exponents" : "");
+}
+
+// A split case's row statistics (SplitProblem::stats_out, (8, batch, rows))
+// against float64 sums of the same float32 values: max |a|, min nonzero
+// |a| and bad exactly, max |a| as the bits of the row's largest finite |x|
+// (the kernel's finite_max); t = a v rounded to float32 (were the sum's
+// multiply-add fused, within the bound's margin), max |t| exactly; sum
+// |a|, sum t and sum |t| within (chain + 6) 2^-24 of the sum of their terms'
+// magnitudes, chain the kernel's (a lane's Tasks x 8 values, then the
+// butterfly's log2(Lanes) levels); sum |t|^(1/8) (the special-function
+// unit's approximation) within 1e-5 relative. Returns how many values fail.
+int64_t check_row_stats(const fused::SplitProblem& p, const std::vector<float>& x, const std::vector<float>& probe,
+                        const std::vector<float>& got, std::string* detail) {
+  const int64_t n = p.batch * p.rows;
+  const fused::SplitExpShape shape = fused::split_exp_shape(p.k_out / 8);
+  int chain = shape.tasks * 8;
+  for (int l = shape.lanes; l > 1; l /= 2) ++chain;
+  const double bound = (chain + 6) * std::ldexp(1.0, -24);
+  int64_t wrong = 0;
+  double worst[3] = {0, 0, 0}, worst_q = 0;  // l1, y, z relative to their terms; q relative
+  for (int64_t row = 0; row < n; ++row) {
+    const int64_t b = row / p.rows;
+    uint32_t finite_max = 0;
+    float amax = 0.f, amin = INFINITY, bad = 0.f, m = 0.f;
+    double l1 = 0, y = 0, z = 0, q = 0;
+    for (int64_t j = 0; j < p.k; ++j) {
+      float a = x[size_t(row * p.k + j)];
+      finite_max = std::max(finite_max, fused::finite_abs_bits(a));
+      if (!std::isfinite(a)) bad = 1.f, a = 0.f;
+      const float t = a * probe[size_t(b * p.k + j)];
+      amax = std::max(amax, std::fabs(a));
+      if (a != 0.f) amin = std::min(amin, std::fabs(a));
+      m = std::max(m, std::fabs(t));
+      l1 += std::fabs(a);
+      y += t;
+      z += std::fabs(t);
+      q += std::pow(double(std::fabs(t)), 0.125);
+    }
+    auto at = [&](int s) { return got[size_t(s * n + row)]; };
+    uint32_t amax_bits;
+    const float amax_got = at(0);
+    std::memcpy(&amax_bits, &amax_got, 4);
+    bool ok = amax_bits == finite_max && at(0) == amax && at(1) == amin && at(3) == bad && at(6) == m;
+    const int index[3] = {2, 4, 5};  // l1, y, z
+    const double sums[3] = {l1, y, z}, terms[3] = {l1, z, z};
+    for (int s = 0; s < 3; ++s) {
+      const double err = std::fabs(double(at(index[s])) - sums[s]);
+      ok &= err <= bound * terms[s];
+      if (terms[s] > 0) worst[s] = std::max(worst[s], err / terms[s]);
+    }
+    const double err_q = std::fabs(double(at(7)) - q);
+    ok &= err_q <= 1e-5 * q;
+    if (q > 0) worst_q = std::max(worst_q, err_q / q);
+    wrong += !ok;
+  }
+  char buf[200];
+  std::snprintf(buf, sizeof buf, ", %lld of %lld rows' statistics wrong (l1 %.1e, y %.1e, z %.1e of their terms, q %.1e)",
+                (long long)wrong, (long long)n, worst[0], worst[1], worst[2], worst_q);
+  *detail += buf;
+  return wrong;
 }
 
 bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
@@ -897,6 +975,20 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
                              0xFF7F7FFFu, 0xFF7F8000u, 0x7F7EFFFFu, 0x7F7F0000u};
     for (int i = 0; i < 8; ++i) std::memcpy(&x[size_t(8 + i)], &top[i], 4);
   }
+  std::vector<float> probe(size_t(c.stats ? c.batch * c.k : 0));
+  if (c.stats) {
+    // Rows 1, 2, 3 of batch entry 0 zero, subnormal and not finite
+    // throughout (statistics 0, inf, 0; no nonzero finite value: exponent
+    // 0); the probe finite, zeros and tiny values among it (t underflows).
+    for (int64_t j = 0; j < c.k; ++j) {
+      if (c.rows > 1) x[size_t(c.k + j)] = 0.f;
+      if (c.rows > 2) x[size_t(2 * c.k + j)] = float(std::ldexp(u(rng), -149 + int(j % 23)) * (j % 2 ? -1 : 1));
+      if (c.rows > 3) x[size_t(3 * c.k + j)] = j % 3 ? NAN : j % 2 ? INFINITY : -INFINITY;
+    }
+    std::uniform_real_distribution<double> pv(-2.0, 2.0);
+    for (size_t i = 0; i < probe.size(); ++i)
+      probe[i] = i % 13 == 0 ? 0.f : float(std::ldexp(pv(rng), i % 8 == 0 ? -100 : 0));
+  }
   std::vector<int32_t> exps(static_cast<size_t>(c.batch * c.rows), 0);
   if (scaled) {
     std::vector<float> mx(exps.size(), 0.f);
@@ -907,6 +999,7 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
     for (size_t i = 0; i < exps.size(); ++i) exps[i] = mx[i] > 0 ? 13 - std::ilogb(mx[i]) : 0;
   }
   Device dx(static_cast<size_t>(count) * 4), de(exps.size() * 4), dout(bytes);
+  Device dprobe(probe.size() * 4), dstats(exps.size() * 8 * 4), dmax(4);
   upload(dx, x);
   upload(de, exps);
   p.x = static_cast<float*>(dx.ptr);
@@ -916,6 +1009,14 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
   if (c.find_exp) {  // the kernel writes the exponents into de instead (poisoned first)
     p.exp_out = static_cast<int32_t*>(de.ptr);
     CHECK_CUDA(cudaMemset(de.ptr, 0x5A, exps.size() * 4));
+  }
+  if (c.stats) {  // the statistics too (poisoned first), and max |x|'s bits
+    upload(dprobe, probe);
+    p.probe = static_cast<const float*>(dprobe.ptr);
+    p.stats_out = static_cast<float*>(dstats.ptr);
+    p.amax_bits = static_cast<int32_t*>(dmax.ptr);
+    CHECK_CUDA(cudaMemset(dstats.ptr, 0x5A, exps.size() * 8 * 4));
+    CHECK_CUDA(cudaMemset(dmax.ptr, 0, 4));
   }
   std::string why = fused::run(p, nullptr);
   if (!why.empty()) {
@@ -963,6 +1064,28 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
     for (size_t i = 0; i < exps.size(); ++i) bad += found[i] != exps[i];
     *detail += ", " + std::to_string(bad) + " of " + std::to_string(exps.size()) + " exponents differ";
     wrong += bad;
+  }
+  if (c.stats) {
+    // The kernel without the statistics: the same slices, exponents and
+    // max |x| byte for byte.
+    Device dout2(bytes), de2(exps.size() * 4), dmax2(4);
+    fused::SplitProblem q = p;
+    q.probe = nullptr, q.stats_out = nullptr;
+    q.out = dout2.ptr, q.exp_out = static_cast<int32_t*>(de2.ptr), q.amax_bits = static_cast<int32_t*>(dmax2.ptr);
+    CHECK_CUDA(cudaMemset(dout2.ptr, 0x5A, bytes));
+    CHECK_CUDA(cudaMemset(de2.ptr, 0x5A, exps.size() * 4));
+    CHECK_CUDA(cudaMemset(dmax2.ptr, 0, 4));
+    why = fused::run(q, nullptr);
+    if (!why.empty()) {
+      *detail += "; run without the statistics: " + why;
+      return false;
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const bool same = download<uint8_t>(dout2, bytes) == got && download<int32_t>(de2, exps.size()) ==
+                      download<int32_t>(de, exps.size()) && download<int32_t>(dmax2, 1) == download<int32_t>(dmax, 1);
+    *detail += same ? ", the same bytes as without the statistics" : ", NOT the same bytes as without the statistics";
+    wrong += !same;
+    wrong += check_row_stats(p, x, probe, download<float>(dstats, exps.size() * 8), detail);
   }
   return wrong == 0;
 }
@@ -1338,7 +1461,12 @@ int time_f32(const std::string& spec) {
 // (split_rows_exp_kernel, K <= kSplitExpMaxK): time per launch, SM clock
 // after, whether slices and exponents are the same bytes. The kernel that
 // finds them reads x once; with given exponents, a reduction over x comes
-// first (not timed here: XLA's; ~a read of x at DRAM speed).
+// first (not timed here: XLA's; ~a read of x at DRAM speed). Then the same
+// split with auto's row statistics of x and a probe (uniform(-1, 1); Split
+// Problem::stats_out) beside it and the row statistics kernel alone (the
+// second read of x it saves: stats::run, lanes as cuda_stats.row_lanes),
+// whether its slices and exponents are the same bytes and its max |a|, min
+// |a|, bad and max |t| the row kernel's (the sums differ in their order).
 int time_split(const std::string& spec) {
   long long bsz = 0, rows = 0, k = 0;
   if (std::sscanf(spec.c_str(), "%lldx%lldx%lld", &bsz, &rows, &k) != 3 || bsz < 1 || rows < 1 || k < 1) {
@@ -1384,13 +1512,44 @@ int time_split(const std::string& spec) {
   const double mhz_given = last_clock_mhz;
   const double ms_found = ms_per_launch("split, exponents found", [&] { return fused::run(finding, nullptr); });
   if (ms_given < 0 || ms_found < 0) return 1;
+  const double mhz_found = last_clock_mhz;
   const bool same = download<uint8_t>(d1, bytes) == download<uint8_t>(d2, bytes) &&
                     download<int32_t>(df, exps.size()) == exps;
   const double gb = double(x.size()) * 4 * 1e-9;
   std::printf("%s split fp16x3: exponents given %.3f ms (%.0f GB/s of x; %.0f MHz after), found %.3f ms (%.0f GB/s; "
               "%.0f MHz after); slices and exponents %s\n", spec.c_str(), ms_given, gb / ms_given * 1e3, mhz_given,
-              ms_found, gb / ms_found * 1e3, last_clock_mhz, same ? "the same" : "DIFFER");
-  return same ? 0 : 1;
+              ms_found, gb / ms_found * 1e3, mhz_found, same ? "the same" : "DIFFER");
+  // With the row statistics, and the statistics kernel it saves.
+  std::vector<float> v(size_t(bsz * k));
+  for (auto& q : v) q = u(rng);
+  const size_t n_stats = size_t(8 * bsz * rows);
+  Device dv(v.size() * 4), ds(n_stats * 4), dr(n_stats * 4), df3(exps.size() * 4), d3(bytes);
+  upload(dv, v);
+  fused::SplitProblem with_stats = finding;
+  with_stats.exp_out = static_cast<int32_t*>(df3.ptr);
+  with_stats.out = d3.ptr;
+  with_stats.probe = static_cast<const float*>(dv.ptr);
+  with_stats.stats_out = static_cast<float*>(ds.ptr);
+  stats::RowStatsProblem alone;
+  alone.a = dx.ptr, alone.v = static_cast<const float*>(dv.ptr), alone.out = static_cast<float*>(dr.ptr);
+  alone.batch = bsz, alone.rows = rows, alone.k = k;
+  for (alone.lanes = 4; alone.lanes < 32 && alone.lanes * 4 < (k + 3) / 4;) alone.lanes *= 2;  // row_lanes
+  const double ms_stats = ms_per_launch("split, exponents and statistics found", [&] { return fused::run(with_stats, nullptr); });
+  const double mhz_stats = last_clock_mhz;
+  const double ms_alone = ms_per_launch("row statistics kernel", [&] { return stats::run(alone, nullptr); });
+  if (ms_stats < 0 || ms_alone < 0) return 1;
+  const auto s_fused = download<float>(ds, n_stats), s_alone = download<float>(dr, n_stats);
+  bool exact = true;  // max |a|, min |a|, bad, max |t|: the same values in any order
+  for (int s : {0, 1, 3, 6})
+    for (size_t r = 0; r < size_t(bsz * rows); ++r)
+      exact &= s_fused[size_t(s) * size_t(bsz * rows) + r] == s_alone[size_t(s) * size_t(bsz * rows) + r];
+  const bool same3 = download<uint8_t>(d3, bytes) == download<uint8_t>(d2, bytes) &&
+                     download<int32_t>(df3, exps.size()) == exps;
+  std::printf("%s split fp16x3 with row statistics: %.3f ms (%.0f GB/s of x; %.0f MHz after) beside found %.3f ms "
+              "and the row statistics kernel alone %.3f ms (lanes %d; %.0f MHz after); slices and exponents %s, "
+              "amax/amin/bad/m %s\n", spec.c_str(), ms_stats, gb / ms_stats * 1e3, mhz_stats, ms_found, ms_alone,
+              alone.lanes, last_clock_mhz, same3 ? "the same" : "DIFFER", exact ? "the row kernel's" : "DIFFER");
+  return same && same3 && exact ? 0 : 1;
 }
 
 int time_mixpert(const std::string& spec) {
