@@ -56,8 +56,8 @@ __global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p) {
 // shuffles: every lane ends with the same merge, the same bits on every
 // run); lane 0 of a live row stores it. Every lane of the warp calls it,
 // a dead row's too (full-warp shuffles; its values are zeros, and its
-// probe is not read). Its amax is the float of the kernel's finite_max (the
-// same maximum of the same values). Here rather than in a second pass:
+// probe is not read). Its amax, summed apart (stats::Extremes), equals the
+// float of the kernel's finite_max (the same maximum of the same values). Here rather than in a second pass:
 // auto's data test read A once more for these (stats::row_stats_warp_kernel).
 template <int Lanes, int Tasks>
 __device__ __forceinline__ void split_row_stats(const SplitProblem& p, int64_t row_id, bool live, int lane,

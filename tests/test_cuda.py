@@ -138,6 +138,7 @@ def test_split_with_stats_gives_the_splits_and_the_statistics_kernels_numbers(rn
     for bsz, rows, k in [(1, 3, 8), (2, 5, 64), (1, 33, 128), (3, 129, 300), (1, 7, 1000), (2, 33, 2048)]:
         x = split_operand((bsz, rows, k), False, rng)
         x[-1, -1, :] = (np.float32(2.0**-140) * rng.uniform(0.5, 1, k)).astype(np.float32)
+        x[0, 1, [1, 3, 5]] = np.inf, np.nan, -np.inf  # (split_operand's zero row took its own)
         v = rng.uniform(-2, 2, (bsz, k)).astype(np.float32)
         got = jax.jit(lambda x, v: F.split_rows_with_stats(x, v, 4096))(x, v)
         assert got is not None, (bsz, rows, k)
@@ -151,13 +152,17 @@ def test_split_with_stats_gives_the_splits_and_the_statistics_kernels_numbers(rn
         st = [np.asarray(r) for r in st]
         for i in (0, 1, 3, 6):  # max, min nonzero, bad, max |t|: no rounding but the product's
             np.testing.assert_array_equal(st[i], ref[i], err_msg=f"stat {i}, {(bsz, rows, k)}")
-        x0 = np.where(np.isfinite(x), x, 0).astype(np.float64)
-        terms = np.abs(x0 * v[:, None, :].astype(np.float64)).sum(axis=2)
+        x0 = np.where(np.isfinite(x), x, np.float32(0))
+        # the products as the kernel rounds them (float32: a subnormal
+        # product's error is absolute, outside a relative bound), summed in float64
+        t = (x0 * v[:, None, :]).astype(np.float32).astype(np.float64)
+        terms = np.abs(t).sum(axis=2)
         slack = 2 * cuda_stats.probe_roundings(k) * eps
-        l1 = np.abs(x0).sum(axis=2)
+        l1 = np.abs(x0.astype(np.float64)).sum(axis=2)
         assert np.all(np.abs(st[2] - l1) <= slack * l1), (bsz, rows, k)
+        assert np.all(st[3][0, 1] == 1.0) and np.all(st[3][0, 0] == 0.0), (bsz, rows, k)
         for i in (4, 5):
-            exact = (x0 * v[:, None, :]).sum(axis=2) if i == 4 else terms
+            exact = t.sum(axis=2) if i == 4 else terms
             assert np.all(np.abs(st[i] - exact) <= slack * terms), (i, bsz, rows, k)
         np.testing.assert_allclose(st[7], ref[7], rtol=1e-5, err_msg=str((bsz, rows, k)))
     # Where it cannot run: rows past 2048 values, and the switch off.

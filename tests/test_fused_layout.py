@@ -690,6 +690,18 @@ def test_auto_takes_a_rows_statistics_from_fp16x3s_split(monkeypatch, rng):
         assert stats_splits == {"0": 0, "1": 1}, (label, stats_splits)
         # (fp16x3's two branches, with and without FP32's special-value rules, each split A before)
         assert fp16_a_splits["0"] - fp16_a_splits["1"] == 2, (label, fp16_a_splits)
+    # The statistics themselves, field by field: those of the statistics'
+    # pass (the twins compute both alike, so a field out of place shows),
+    # rows of different scales, a zero row and special values.
+    a, b = T.sample("normal(0,1)", (96, 320), rng), T.sample("normal(0,1)", (320, 64), rng)
+    a[::3] *= np.float32(2.0 ** 20)
+    a[5], a[6, 7], a[8, 9] = 0.0, np.nan, -np.inf
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "1")
+    fused, _ = jax.jit(lambda a, b: auto.operand_stats_with_split(a[None], b[None], kernels))(a, b)
+    alone = jax.jit(lambda a, b: auto.operand_stats(a[None], b[None], kernels=kernels))(a, b)
+    assert type(fused) is auto.Stats
+    for field in auto.Stats._fields:
+        np.testing.assert_array_equal(np.asarray(getattr(fused, field)), np.asarray(getattr(alone, field)), err_msg=field)
     # Where it cannot run (rows past the split's 2048 values), the statistics' own pass.
     monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "1")
     a, b = T.sample("uniform(-1,1)", (40, 2100), rng), T.sample("uniform(-1,1)", (2100, 24), rng)

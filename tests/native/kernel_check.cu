@@ -863,6 +863,7 @@ std::vector<SplitCase> split_cases() {
   }
   out.push_back({1, 5, 200, false, 5, false, true, true});
   out.push_back({2, 7, 17, false, 4, false, true, true});
+  out.push_back({1, 37, 128, false, 4, false, true, true});  // a 16-lane half-warp with a dead row
   out.push_back({2, 3, 0, false, 4, false, true, true});
   return out;
 }
