@@ -318,7 +318,8 @@ ffi::Error split_launch(const std::string& who, const fused::SplitProblem& p, cu
 // empty -> slices (L, R, K_out / TK, S, TK) of the slice dtype, the bits of
 // max |x| (1,) int32 (SplitProblem::amax_bits), and, with `find_exp`, fp16's
 // row exponents found by the split (L, R) int32 (SplitProblem::exp_out;
-// row_exp empty), else one unused int32.
+// row_exp empty; K_out <= kSplitExpBlockMaxK = 8192, fused::check's
+// refusal), else one unused int32.
 ffi::Error FusedSplitImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer row_exp,
                           ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> amax,
                           ffi::Result<ffi::AnyBuffer> found_exp, int64_t slice_type, int64_t lo_scale_bits,
@@ -360,7 +361,7 @@ XLA_FFI_DEFINE_HANDLER(kFusedSplit, FusedSplitImpl,
 // jaxemu_row_stats with a probe, the same layout): x (L, R, K) float32
 // (rows, not transposed), probe (L, K) float32 (finite) -> slices (L, R,
 // K_out / 64, S, 64) float16 (K_out: a multiple of 64 covering K, at most
-// kSplitExpMaxK = 2048), amax (1,) int32 (the bits of max |x|), found_exp
+// kSplitExpBlockMaxK = 8192), amax (1,) int32 (the bits of max |x|), found_exp
 // (L, R) int32, stats (8, L, R) float32. slice_type must be 1 (fp16).
 ffi::Error FusedSplitStatsImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer probe,
                                ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> amax,
@@ -373,8 +374,8 @@ ffi::Error FusedSplitStatsImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBu
   fused::SplitProblem p;
   ffi::Error err = split_problem(who, x, *out, *amax, slice_type, lo_scale_bits, truncate, 0, &p);
   if (!err.success()) return err;
-  if (p.k_out > fused::kSplitExpMaxK)
-    return ffi::Error::InvalidArgument(who + ": rows of at most " + std::to_string(fused::kSplitExpMaxK) +
+  if (p.k_out > fused::kSplitExpBlockMaxK)
+    return ffi::Error::InvalidArgument(who + ": rows of K_out <= " + std::to_string(fused::kSplitExpBlockMaxK) +
                                        " values (the slices' K_out, K rounded up to whole K-tiles of 64); got "
                                        "K_out = " + std::to_string(p.k_out) + " for x " + shape_str(x.dimensions()));
   err = split_found_exp(who, *found_exp, &p);

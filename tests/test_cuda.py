@@ -127,7 +127,8 @@ def test_split_with_stats_gives_the_splits_and_the_statistics_kernels_numbers(rn
     # max, min nonzero, the non-finite flag and max |t| equal; the sums
     # within probe_roundings(K) units of their sums of |terms|; the
     # eighth-root sum within 1e-5 (a heuristic weight). Every lanes/tasks
-    # form (K up to 2048), a batch, NaN/Inf, a zero row, subnormals.
+    # form (K up to 2048) and the block form (to 8192), a batch, NaN/Inf, a
+    # zero row, subnormals.
     from test_fused_layout import same_bits, split_operand
     from jaxemu.backends import cuda_fused as F, cuda_stats
     monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "1")
@@ -135,7 +136,8 @@ def test_split_with_stats_gives_the_splits_and_the_statistics_kernels_numbers(rn
     jax.clear_caches()
     s = jaxemu.get_scheme("fp16x3")
     eps = 2.0 ** -24
-    for bsz, rows, k in [(1, 3, 8), (2, 5, 64), (1, 33, 128), (3, 129, 300), (1, 7, 1000), (2, 33, 2048)]:
+    for bsz, rows, k in [(1, 3, 8), (2, 5, 64), (1, 33, 128), (3, 129, 300), (1, 7, 1000), (2, 33, 2048),
+                         (1, 5, 2100), (2, 9, 4096), (1, 4, 5000), (1, 300, 8192)]:  # (past 2048: a block per row)
         x = split_operand((bsz, rows, k), False, rng)
         x[-1, -1, :] = (np.float32(2.0**-140) * rng.uniform(0.5, 1, k)).astype(np.float32)
         x[0, 1, [1, 3, 5]] = np.inf, np.nan, -np.inf  # (split_operand's zero row took its own)
@@ -165,8 +167,8 @@ def test_split_with_stats_gives_the_splits_and_the_statistics_kernels_numbers(rn
             exact = t.sum(axis=2) if i == 4 else terms
             assert np.all(np.abs(st[i] - exact) <= slack * terms), (i, bsz, rows, k)
         np.testing.assert_allclose(st[7], ref[7], rtol=1e-5, err_msg=str((bsz, rows, k)))
-    # Where it cannot run: rows past 2048 values, and the switch off.
-    assert F.split_rows_with_stats(jnp.ones((1, 4, 2100)), jnp.ones((1, 2100)), 4096) is None
+    # Where it cannot run: rows past 8192 values, and the switch off.
+    assert F.split_rows_with_stats(jnp.ones((1, 4, 8200)), jnp.ones((1, 8200)), 4096) is None
     monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "0")
     assert F.split_rows_with_stats(jnp.ones((1, 4, 256)), jnp.ones((1, 256)), 4096) is None
 

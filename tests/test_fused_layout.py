@@ -155,7 +155,8 @@ def test_split_kernel_code_finds_the_row_exponents(split_check, tmp_path, name, 
 
 
 @pytest.mark.parametrize("law", ["every-magnitude", "normal"])
-@pytest.mark.parametrize("shape", [(2, 5, 256), (1, 3, 200), (1, 4, 1030), (1, 2, 2048), (1, 3, 8), (2, 7, 64)])
+@pytest.mark.parametrize("shape", [(2, 5, 256), (1, 3, 200), (1, 4, 1030), (1, 2, 2048), (1, 3, 8), (2, 7, 64),
+                                   (1, 3, 2100), (2, 5, 5000), (1, 3, 8192)])
 def test_split_kernel_code_takes_auto_row_statistics(split_check, tmp_path, shape, law, rng):
     """The split's stats form (split_rows_exp_kernel with the statistics,
     on the host in the kernel's order: has_exp 3): slices and exponents
@@ -163,8 +164,9 @@ def test_split_kernel_code_takes_auto_row_statistics(split_check, tmp_path, shap
     eight row statistics against float64 (t = a v rounded to float32, as the
     kernel multiplies): max, min nonzero, the non-finite flag and max |t|
     exactly; the sums within (chain + 6) float32 roundings of their sums of
-    |terms| (chain: a lane's values plus its xor levels, <= 70 at K = 2048,
-    below cuda_stats.probe_roundings, which auto applies); the eighth-root
+    |terms| (chain: a lane's values plus its xor levels, <= 70 at K = 2048;
+    past 2048 a block per row; within cuda_stats.probe_roundings, which auto
+    applies); the eighth-root
     sum (the host's powf, the device's approximations) within 1e-5."""
     from jaxemu.backends import cuda_stats
     bsz, rows, k = shape
@@ -203,9 +205,12 @@ def test_split_kernel_code_takes_auto_row_statistics(split_check, tmp_path, shap
     np.testing.assert_array_equal(st[1], np.where(ad > 0, ad, np.inf).min(axis=2))
     np.testing.assert_array_equal(st[3], (~np.isfinite(x)).any(axis=2))
     np.testing.assert_array_equal(st[6], t.max(axis=2))
-    lanes = 8 if kp <= 64 else 16 if kp <= 128 else 32
-    chain = -(-kp // (8 * lanes)) * 8 + int(np.log2(lanes))
-    assert chain <= 70 and chain <= cuda_stats.probe_roundings(k)
+    if kp <= 2048:  # a warp per row: 8 to 32 lanes, then their xor levels
+        lanes = 8 if kp <= 64 else 16 if kp <= 128 else 32
+        chain = -(-kp // (8 * lanes)) * 8 + int(np.log2(lanes))
+    else:  # a block of 256 threads per row: its values, then 5 + 3 levels
+        chain = -(-kp // 2048) * 8 + 8
+    assert chain <= 70 and chain + 1 <= cuda_stats.probe_roundings(k)  # (+1: the product's rounding)
     bound = (chain + 6) * 2.0 ** -24
     for i, want, terms in ((2, ad.sum(axis=2), ad.sum(axis=2)), (4, ts.sum(axis=2), t.sum(axis=2)),
                            (5, t.sum(axis=2), t.sum(axis=2))):
@@ -702,10 +707,10 @@ def test_auto_takes_a_rows_statistics_from_fp16x3s_split(monkeypatch, rng):
     assert type(fused) is auto.Stats
     for field in auto.Stats._fields:
         np.testing.assert_array_equal(np.asarray(getattr(fused, field)), np.asarray(getattr(alone, field)), err_msg=field)
-    # Where it cannot run (rows past the split's 2048 values), the statistics' own pass.
+    # Where it cannot run (rows past the split's 8192 values), the statistics' own pass.
     monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "1")
-    a, b = T.sample("uniform(-1,1)", (40, 2100), rng), T.sample("uniform(-1,1)", (2100, 24), rng)
-    assert F.split_rows_with_stats(jnp.asarray(a)[None], jnp.ones((1, 2100), jnp.float32), 24) is None
+    a, b = T.sample("uniform(-1,1)", (40, 8200), rng), T.sample("uniform(-1,1)", (8200, 24), rng)
+    assert F.split_rows_with_stats(jnp.asarray(a)[None], jnp.ones((1, 8200), jnp.float32), 24) is None
     calls.clear()
     jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", product, "cuda")[0])(a, b)
     assert not any(n == "jaxemu_fused_split_stats" for n, *_ in calls)

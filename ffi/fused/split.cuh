@@ -272,21 +272,31 @@ __host__ __device__ __forceinline__ int fp16_row_exponent(uint32_t finite_max_bi
   return kRowTopExp - (-149 + lg);
 }
 
-// Lanes per row and tasks (8 values each) per lane of the split that finds
-// fp16's row exponents (split_rows_exp_kernel, ffi/fused_dispatch.cu) for
-// rows of `groups` = k_out / 8 groups (k_out <= kSplitExpMaxK): the fewest
-// that cover a row. Here so that the host's reference of the row
-// statistics' reduction (tests/native/split_check.cu) takes the kernel's.
+// Lanes (threads) per row and tasks (8 values each) per lane of the split
+// that finds fp16's row exponents for rows of `groups` = k_out / 8 groups
+// (k_out <= kSplitExpBlockMaxK): up to kSplitExpMaxK, a warp's lanes
+// (split_rows_exp_kernel, ffi/fused_dispatch.cu), the fewest that cover a
+// row; past it, a block's 256 threads (split_rows_exp_block_kernel) with 2
+// or 4 tasks. Not 3 for rows of 513 to 768 groups: a task past the row's
+// end loads and writes nothing, and adds exact zeros to the statistics
+// (+0 to a sum, 0 to a maximum, inf to a minimum), so the fourth changes
+// no bit and no rounding of 3 tasks (the chain is ceil(groups / 256) x 8
+// values long either way), and one kernel fewer is compiled. Here so that
+// the host's reference of the row statistics' reduction (tests/native/
+// split_check.cu) takes the kernel's.
 struct SplitExpShape {
   int lanes, tasks;
 };
+constexpr int kSplitExpBlockThreads = 256;
 __host__ __device__ __forceinline__ SplitExpShape split_exp_shape(int64_t groups) {
   if (groups <= 8) return {8, 1};
   if (groups <= 16) return {16, 1};
   if (groups <= 32) return {32, 1};
   if (groups <= 64) return {32, 2};
   if (groups <= 128) return {32, 4};
-  return {32, 8};
+  if (groups <= 256) return {32, 8};
+  if (groups <= 2 * kSplitExpBlockThreads) return {kSplitExpBlockThreads, 2};
+  return {kSplitExpBlockThreads, 4};
 }
 
 // Transposed: the 16 values k0 .. k0 + 15 of output row r, read as

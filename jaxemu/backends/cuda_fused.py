@@ -300,6 +300,11 @@ def split_finds_exps(kp: int, transposed: bool) -> bool:
 
 
 STATS_COUNT = 8  # the row statistics of ffi/stats/params.h, with the probe
+# Rows of up to this many values for the split that also takes the
+# statistics: past SPLIT_EXP_MAX_K a block of 256 threads holds a row (ffi/
+# fused/params.h: kSplitExpBlockMaxK; 4 tasks of 8 values per thread). The
+# plain split keeps SPLIT_EXP_MAX_K until the block form has run on a GPU.
+SPLIT_STATS_MAX_K = 8192
 
 
 def split_takes_stats(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
@@ -307,11 +312,12 @@ def split_takes_stats(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> 
     fp16x3's split of A for this product (``split_rows_with_stats``): the
     scheme splits A with fp16 row scaling and no exact operand, the product
     reads its operands' split (the slice path: ``presplit_pays``), A's rows
-    fit the split that finds their exponents (``split_finds_exps``), and
+    hold at most SPLIT_STATS_MAX_K values (K padded to the tile), the split
+    finds exponents (JAXEMU_CUDA_SPLIT_EXPS not "0"), and
     JAXEMU_CUDA_SPLIT_STATS is "1" (opt-in: switches.py)."""
-    return (switches.enabled("split_stats") and switches.enabled("split") and s.fmt == "fp16"
-            and s.scaling == "row" and not any(s.exact) and split_finds_exps(padded_k(k, s), False)
-            and presplit_pays(s, m, k, n, batch))
+    return (switches.enabled("split_stats") and switches.enabled("split") and switches.enabled("split_exps")
+            and s.fmt == "fp16" and s.scaling == "row" and not any(s.exact)
+            and 0 < padded_k(k, s) <= SPLIT_STATS_MAX_K and presplit_pays(s, m, k, n, batch))
 
 
 def split_rows_with_stats(a, v, n: int, scheme="fp16x3"):

@@ -842,11 +842,12 @@ std::vector<SplitCase> split_cases() {
   // tile's second barrier under racecheck).
   for (int tr = 0; tr < 2; ++tr) out.push_back({1, 4100, 2050, tr != 0, 4, true});
   // The split that finds fp16's row exponents (rows of up to kSplitExpMaxK
-  // values: 8, 16 and 32 lanes per row, 1 to 8 tasks per lane), against the
-  // host's exponents and slices; three blocks looping over many rows.
+  // values: 8, 16 and 32 lanes per row, 1 to 8 tasks per lane; to
+  // kSplitExpBlockMaxK a block per row, K = 4097 here), against the host's
+  // exponents and slices; three blocks looping over many rows.
   for (int sc = 4; sc < 6; ++sc) {
     for (auto s : shapes)
-      if (s[2] <= fused::kSplitExpMaxK) out.push_back({s[0], s[1], s[2], false, sc, false, true});
+      if (s[2] <= fused::kSplitExpBlockMaxK) out.push_back({s[0], s[1], s[2], false, sc, false, true});
     out.push_back({1, 4100, 2040, false, sc, true, true});
     out.push_back({2, 333, 60, false, sc, true, true});
   }
@@ -865,6 +866,18 @@ std::vector<SplitCase> split_cases() {
   out.push_back({2, 7, 17, false, 4, false, true, true});
   out.push_back({1, 37, 128, false, 4, false, true, true});  // a 16-lane half-warp with a dead row
   out.push_back({2, 3, 0, false, 4, false, true, true});
+  // Rows past kSplitExpMaxK: the block form (split_rows_exp_block_kernel, 2
+  // tasks per thread at K = 2100 and 4096, 4 at 5000, the fourth past the
+  // row's end for every thread, and 8192), alone and with the statistics;
+  // 3 rows (a block each) and 37 in three blocks (each loops over rows,
+  // alternating its shared-memory buffers; racecheck's case); fp16x3 and
+  // its bit-cut form.
+  for (int64_t k : {2100, 4096, 5000, 8192})
+    for (int sc = 4; sc < 6; ++sc)
+      for (bool stats : {false, true}) {
+        out.push_back({2, 3, k, false, sc, false, true, stats});
+        out.push_back({2, 37, k, false, sc, true, true, stats});
+      }
   return out;
 }
 
@@ -899,14 +912,16 @@ std::string label(const SplitCase& c) {
 // (the kernel's finite_max); t = a v rounded to float32 (were the sum's
 // multiply-add fused, within the bound's margin), max |t| exactly; sum
 // |a|, sum t and sum |t| within (chain + 6) 2^-24 of the sum of their terms'
-// magnitudes, chain the kernel's (a lane's Tasks x 8 values, then the
-// butterfly's log2(Lanes) levels); sum |t|^(1/8) (the special-function
-// unit's approximation) within 1e-5 relative. Returns how many values fail.
+// magnitudes, chain the kernel's (a lane's values, 8 per task of the row's:
+// a task past its end adds exact zeros; then the butterflies' log2(Lanes)
+// levels: a block's 5 within each warp and 3 over its 8 warps); sum
+// |t|^(1/8) (the special-function unit's approximation) within 1e-5
+// relative. Returns how many values fail.
 int64_t check_row_stats(const fused::SplitProblem& p, const std::vector<float>& x, const std::vector<float>& probe,
                         const std::vector<float>& got, std::string* detail) {
   const int64_t n = p.batch * p.rows;
   const fused::SplitExpShape shape = fused::split_exp_shape(p.k_out / 8);
-  int chain = shape.tasks * 8;
+  int chain = int((p.k_out / 8 + shape.lanes - 1) / shape.lanes) * 8;
   for (int l = shape.lanes; l > 1; l /= 2) ++chain;
   const double bound = (chain + 6) * std::ldexp(1.0, -24);
   int64_t wrong = 0;
@@ -1459,7 +1474,8 @@ int time_f32(const std::string& spec) {
 // --time-split BxRxK[:normal]: fp16x3's split of a (B, R, K) operand, rows
 // (the k-means distances' A: 1x1048576x256), given its row exponents (the
 // host's, as XLA's pass would give them) against finding them itself
-// (split_rows_exp_kernel, K <= kSplitExpMaxK): time per launch, SM clock
+// (split_rows_exp_kernel, K <= kSplitExpMaxK; split_rows_exp_block_kernel
+// to kSplitExpBlockMaxK, e.g. 1x8192x8192): time per launch, SM clock
 // after, whether slices and exponents are the same bytes. The kernel that
 // finds them reads x once; with given exponents, a reduction over x comes
 // first (not timed here: XLA's; ~a read of x at DRAM speed). Then the same

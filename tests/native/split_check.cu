@@ -9,9 +9,10 @@
 // starts poisoned (0x5A), so an entry no task writes shows. has_exp 2: the
 // exponents found as split_rows_exp_kernel finds them (each row's largest
 // finite |x|, fp16_row_exponent), then the row's slices with them, and OUT
-// ends with those exponents, int32 (batch, rows). has_exp 3: as 2, and
-// auto's row statistics found in the same read (SplitProblem::stats_out):
-// IN has, after x, the probe float32 (batch, k); OUT ends, after the
+// ends with those exponents, int32 (batch, rows); k_out up to
+// kSplitExpBlockMaxK (past kSplitExpMaxK the kernel's block form). has_exp
+// 3: as 2, and auto's row statistics found in the same read (SplitProblem::
+// stats_out): IN has, after x, the probe float32 (batch, k); OUT ends, after the
 // exponents, with the statistics float32 (8, batch, rows) (stats/params.h:
 // max |a|, min nonzero |a| (inf: none), sum |a|, bad, sum t, sum |t|,
 // max |t|, sum |t|^(1/8), t = a v), each row's in the kernel's order (below:
@@ -63,15 +64,29 @@ struct Partial {
   }
 };
 
-// Row row_id's statistics as split_rows_exp_kernel computes them with
-// stats_out (ffi/fused_dispatch.cu: split_row_stats): its Lanes lanes
-// (split_exp_shape), lane l's tasks i = 0 .. Tasks - 1 the row's groups
-// i Lanes + l of 8 values, added in order with the probe's values at the
-// same K (zeros past k, the padding and the tasks past the row's end
-// included), then the butterfly over the lanes: at each offset o = Lanes / 2
-// .. 1 every lane merges lane l ^ o's partial (the kernel's xor shuffles:
-// a + b and b + a are the same float, so all lanes agree), lane 0's is the
-// row's.
+// The kernels' butterfly over groups of `width` consecutive partials
+// (ffi/fused_dispatch.cu: merge_lanes, xor shuffles): at each offset o =
+// width / 2 .. 1 every partial l merges partial l ^ o's (a + b and b + a
+// are the same float, so all of a group agree).
+static void butterfly(std::vector<Partial>& lane, size_t width) {
+  for (size_t o = width / 2; o > 0; o /= 2) {
+    std::vector<Partial> next = lane;
+    for (size_t l = 0; l < lane.size(); ++l) next[l].merge(lane[l ^ o]);
+    lane = next;
+  }
+}
+
+// Row row_id's statistics as the split that finds exponents computes them
+// with stats_out (ffi/fused_dispatch.cu: row_tasks_stats): its Lanes
+// threads (split_exp_shape), thread l's tasks i = 0 .. Tasks - 1 the row's
+// groups i Lanes + l of 8 values, added in order with the probe's values
+// at the same K (zeros past k, the padding and the tasks past the row's end
+// included), then the butterfly over each warp's lanes (Lanes of them, or
+// 32). Up to kSplitExpMaxK (split_rows_exp_kernel) lane 0's is the row's;
+// past it (split_rows_exp_block_kernel, 256 threads) the 8 warps' partials
+// meet in a butterfly of their own (warp 0's lanes 0..7 reading warps
+// 0..7's: the pairwise tree ((w0 + w4) + (w2 + w6)) + ((w1 + w5) + (w3 +
+// w7))), and its first is the row's.
 static Partial row_stats(const SplitProblem& p, int64_t row_id) {
   const int64_t groups = p.k_out / 8;
   const SplitExpShape s = split_exp_shape(groups);
@@ -85,12 +100,12 @@ static Partial row_stats(const SplitProblem& p, int64_t row_id) {
       load_values<8>(p.probe, p.k, b, k0, v);
       for (int j = 0; j < 8; ++j) lane[size_t(l)].add(w[j], v[j]);
     }
-  for (int o = s.lanes / 2; o > 0; o /= 2) {
-    std::vector<Partial> next = lane;
-    for (int l = 0; l < s.lanes; ++l) next[size_t(l)].merge(lane[size_t(l ^ o)]);
-    lane = next;
-  }
-  return lane[0];
+  butterfly(lane, size_t(std::min(s.lanes, 32)));
+  if (s.lanes <= 32) return lane[0];
+  std::vector<Partial> warps;
+  for (size_t w = 0; w < lane.size(); w += 32) warps.push_back(lane[w]);
+  butterfly(warps, warps.size());
+  return warps[0];
 }
 
 int main(int argc, char** argv) {
@@ -128,8 +143,8 @@ int main(int argc, char** argv) {
   std::vector<float> x(size_t(p.batch * p.rows * p.k) + 1);
   std::vector<int32_t> exps(size_t(p.batch * p.rows) + 1);
   const bool find_exp = h[9] == 2 || h[9] == 3, stats = h[9] == 3;
-  if (find_exp && (p.transposed || p.type != SliceType::kFP16 || p.k_out > kSplitExpMaxK)) {
-    std::fprintf(stderr, "finding exponents: fp16 rows of up to %d values\n", kSplitExpMaxK);
+  if (find_exp && (p.transposed || p.type != SliceType::kFP16 || p.k_out > kSplitExpBlockMaxK)) {
+    std::fprintf(stderr, "finding exponents: fp16 rows of K_out <= %d values\n", kSplitExpBlockMaxK);
     return 2;
   }
   std::vector<float> probe(size_t(stats ? p.batch * p.k : 0) + 1);
