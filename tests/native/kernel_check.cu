@@ -878,6 +878,7 @@ std::vector<SplitCase> split_cases() {
         out.push_back({2, 3, k, false, sc, false, true, stats});
         out.push_back({2, 37, k, false, sc, true, true, stats});
       }
+  out.push_back({1, 37, 4097, false, 4, true, true, true});  // the block form's scalar loads (K odd), looping
   return out;
 }
 
