@@ -275,35 +275,26 @@ std::string check(const SplitProblem& p) {
 }
 
 // split_rows_exp_kernel with the Lanes and Tasks of p's rows (split.cuh:
-// split_exp_shape, or split_exp_stats_shape with kStats), or past
-// kSplitExpMaxK split_rows_exp_block_kernel (a block per row), at most cap
-// blocks.
+// split_exp_shape), or past kSplitExpMaxK split_rows_exp_block_kernel (a
+// block per row), at most cap blocks.
 template <bool kStats>
 static void launch_rows_exp(const SplitProblem& p, int64_t cap, cudaStream_t stream) {
   const int64_t rows = p.batch * p.rows;
   static_assert(kSplitExpMaxK == 32 * kRowValues * 8, "tasks per lane: 1, 2, 4 or 8");
   static_assert(kSplitExpBlockMaxK == kSplitExpBlockThreads * kRowValues * 4, "tasks per thread: 2 or 4");
   auto blocks = [&](int rows_per_warp) { return int(std::min((rows + 8 * rows_per_warp - 1) / (8 * rows_per_warp), cap)); };
-  const SplitExpShape s = split_exp_shape(p.k_out / kRowValues, kStats);
+  const SplitExpShape s = split_exp_shape(p.k_out / kRowValues);
   const int row_blocks = int(std::min(rows, cap));
-  if (s.lanes == kSplitExpBlockThreads && s.tasks == 2)
+  if (s.lanes == 8) split_rows_exp_kernel<8, 1, kStats><<<blocks(4), 256, 0, stream>>>(p);
+  else if (s.lanes == 16) split_rows_exp_kernel<16, 1, kStats><<<blocks(2), 256, 0, stream>>>(p);
+  else if (s.lanes == kSplitExpBlockThreads && s.tasks == 2)
     split_rows_exp_block_kernel<2, kStats><<<row_blocks, kSplitExpBlockThreads, 0, stream>>>(p);
   else if (s.lanes == kSplitExpBlockThreads)
     split_rows_exp_block_kernel<4, kStats><<<row_blocks, kSplitExpBlockThreads, 0, stream>>>(p);
-  else if (s.lanes == 32 && s.tasks == 8) split_rows_exp_kernel<32, 8, kStats><<<blocks(1), 256, 0, stream>>>(p);
-  else if constexpr (kStats) {  // (split_exp_stats_shape: 8 lanes x 1..8 tasks, 16 x 8)
-    if (s.lanes == 16) split_rows_exp_kernel<16, 8, true><<<blocks(2), 256, 0, stream>>>(p);
-    else if (s.tasks == 1) split_rows_exp_kernel<8, 1, true><<<blocks(4), 256, 0, stream>>>(p);
-    else if (s.tasks == 2) split_rows_exp_kernel<8, 2, true><<<blocks(4), 256, 0, stream>>>(p);
-    else if (s.tasks == 4) split_rows_exp_kernel<8, 4, true><<<blocks(4), 256, 0, stream>>>(p);
-    else split_rows_exp_kernel<8, 8, true><<<blocks(4), 256, 0, stream>>>(p);
-  } else {  // (split_exp_shape: 8 and 16 lanes x 1 task, 32 x 1..8)
-    if (s.lanes == 8) split_rows_exp_kernel<8, 1, false><<<blocks(4), 256, 0, stream>>>(p);
-    else if (s.lanes == 16) split_rows_exp_kernel<16, 1, false><<<blocks(2), 256, 0, stream>>>(p);
-    else if (s.tasks == 1) split_rows_exp_kernel<32, 1, false><<<blocks(1), 256, 0, stream>>>(p);
-    else if (s.tasks == 2) split_rows_exp_kernel<32, 2, false><<<blocks(1), 256, 0, stream>>>(p);
-    else split_rows_exp_kernel<32, 4, false><<<blocks(1), 256, 0, stream>>>(p);
-  }
+  else if (s.tasks == 1) split_rows_exp_kernel<32, 1, kStats><<<blocks(1), 256, 0, stream>>>(p);
+  else if (s.tasks == 2) split_rows_exp_kernel<32, 2, kStats><<<blocks(1), 256, 0, stream>>>(p);
+  else if (s.tasks == 4) split_rows_exp_kernel<32, 4, kStats><<<blocks(1), 256, 0, stream>>>(p);
+  else split_rows_exp_kernel<32, 8, kStats><<<blocks(1), 256, 0, stream>>>(p);
 }
 
 std::string run(const SplitProblem& p, cudaStream_t stream) {

@@ -299,27 +299,6 @@ __host__ __device__ __forceinline__ SplitExpShape split_exp_shape(int64_t groups
   return {kSplitExpBlockThreads, 4};
 }
 
-// The same with auto's row statistics (SplitProblem::stats_out): fewer
-// lanes per row, more tasks each, up to 1024 values. The statistics'
-// partials meet in log2(Lanes) levels of 8 shuffles each, and one shuffle
-// serves the warp's 32 / Lanes rows: with 32 lanes of one task at K = 256
-// that butterfly (40 shuffles per row) cost more than the split itself
-// (H200, stop 56: 0.971 ms with the statistics against 0.624 without, at
-// 2^20 x 256). A lane's chain grows to K / Lanes values, within
-// cuda_stats.probe_roundings' K / 4 for any Lanes >= 8.
-__host__ __device__ __forceinline__ SplitExpShape split_exp_stats_shape(int64_t groups) {
-  if (groups <= 8) return {8, 1};
-  if (groups <= 16) return {8, 2};
-  if (groups <= 32) return {8, 4};
-  if (groups <= 64) return {8, 8};
-  if (groups <= 128) return {16, 8};
-  return split_exp_shape(groups);
-}
-// The shape the kernel takes with (stats) or without the statistics.
-__host__ __device__ __forceinline__ SplitExpShape split_exp_shape(int64_t groups, bool stats) {
-  return stats ? split_exp_stats_shape(groups) : split_exp_shape(groups);
-}
-
 // Transposed: the 16 values k0 .. k0 + 15 of output row r, read as
 // col[j * stride] for j < valid (0 beyond: padding); the device kernel
 // passes a column of its shared-memory tile (ffi/common/tiles.cuh), the host

@@ -864,7 +864,7 @@ std::vector<SplitCase> split_cases() {
   }
   out.push_back({1, 5, 200, false, 5, false, true, true});
   out.push_back({2, 7, 17, false, 4, false, true, true});
-  out.push_back({1, 37, 128, false, 4, false, true, true});  // a dead row in a warp of 8-lane rows (16 lanes without statistics)
+  out.push_back({1, 37, 128, false, 4, false, true, true});  // a 16-lane half-warp with a dead row
   out.push_back({2, 3, 0, false, 4, false, true, true});
   // Rows past kSplitExpMaxK: the block form (split_rows_exp_block_kernel, 2
   // tasks per thread at K = 2100 and 4096, 4 at 5000, the fourth past the
@@ -921,7 +921,7 @@ std::string label(const SplitCase& c) {
 int64_t check_row_stats(const fused::SplitProblem& p, const std::vector<float>& x, const std::vector<float>& probe,
                         const std::vector<float>& got, std::string* detail) {
   const int64_t n = p.batch * p.rows;
-  const fused::SplitExpShape shape = fused::split_exp_stats_shape(p.k_out / 8);
+  const fused::SplitExpShape shape = fused::split_exp_shape(p.k_out / 8);
   int chain = int((p.k_out / 8 + shape.lanes - 1) / shape.lanes) * 8;
   for (int l = shape.lanes; l > 1; l /= 2) ++chain;
   const double bound = (chain + 6) * std::ldexp(1.0, -24);

@@ -78,7 +78,7 @@ static void butterfly(std::vector<Partial>& lane, size_t width) {
 
 // Row row_id's statistics as the split that finds exponents computes them
 // with stats_out (ffi/fused_dispatch.cu: row_tasks_stats): its Lanes
-// threads (split_exp_stats_shape), thread l's tasks i = 0 .. Tasks - 1 the row's
+// threads (split_exp_shape), thread l's tasks i = 0 .. Tasks - 1 the row's
 // groups i Lanes + l of 8 values, added in order with the probe's values
 // at the same K (zeros past k, the padding and the tasks past the row's end
 // included), then the butterfly over each warp's lanes (Lanes of them, or
@@ -89,7 +89,7 @@ static void butterfly(std::vector<Partial>& lane, size_t width) {
 // w7))), and its first is the row's.
 static Partial row_stats(const SplitProblem& p, int64_t row_id) {
   const int64_t groups = p.k_out / 8;
-  const SplitExpShape s = split_exp_stats_shape(groups);
+  const SplitExpShape s = split_exp_shape(groups);
   const int64_t b = row_id / p.rows;
   std::vector<Partial> lane(size_t(s.lanes));
   for (int l = 0; l < s.lanes; ++l)
