@@ -248,19 +248,22 @@ __host__ __device__ __forceinline__ uint32_t finite_abs_bits(float x) {
   return a < 0x7F800000u ? a : 0u;
 }
 
+// fp16's row scaling puts a row's largest finite |x| in [2^13, 2^14)
+// (xla.py: FP16_ROW_TOP_EXP): the split's exponents (fp16_row_exponent) and
+// the FP32-operand kernel's (transform.cuh: exponent_of) alike.
+constexpr int kFp16RowTopExp = 13;
+
 // fp16's row-scaling exponent from the bits of a row's largest finite |x|
-// (xla.py: scale_exponents): 13 - floor(log2 max), exact for subnormals,
-// so that the row's largest finite value scales into [2^13, 2^14); 0 for a
-// row without a finite nonzero value.
+// (xla.py: scale_exponents): kFp16RowTopExp - floor(log2 max), exact for
+// subnormals; 0 for a row without a finite nonzero value.
 __host__ __device__ __forceinline__ int fp16_row_exponent(uint32_t finite_max_bits) {
-  constexpr int kRowTopExp = 13;  // xla.py: FP16_ROW_TOP_EXP
   if (finite_max_bits == 0) return 0;
   const int biased = int(finite_max_bits >> 23);
-  if (biased > 0) return kRowTopExp - (biased - 127);
+  if (biased > 0) return kFp16RowTopExp - (biased - 127);
   uint32_t m = finite_max_bits & 0x7FFFFFu;  // subnormal: m 2^-149, floor(log2) = -149 + floor(log2 m)
   int lg = -1;
   while (m) ++lg, m >>= 1;
-  return kRowTopExp - (-149 + lg);
+  return kFp16RowTopExp - (-149 + lg);
 }
 
 // Transposed: the 16 values k0 .. k0 + 15 of output row r, read as
