@@ -26,7 +26,11 @@
 namespace jaxemu {
 namespace fused {
 
-__host__ __device__ __forceinline__ int split_tile_k(SliceType t) { return t == SliceType::kTF32 ? 32 : 64; }
+// A slice tile's K (32 tf32 values, 64 of the 16-bit formats) as its log2:
+// the split's index arithmetic shifts by it (a 64-bit division by a K known
+// only at run time cost the split ~100 instructions per row, H200 stop 56).
+__host__ __device__ __forceinline__ int split_tile_k_log2(SliceType t) { return t == SliceType::kTF32 ? 5 : 6; }
+__host__ __device__ __forceinline__ int split_tile_k(SliceType t) { return 1 << split_tile_k_log2(t); }
 
 __host__ __device__ __forceinline__ bool is_nan(float x) { return (bits_of(x) & 0x7FFFFFFFu) > 0x7F800000u; }
 __host__ __device__ __forceinline__ bool is_inf(float x) { return (bits_of(x) & 0x7FFFFFFFu) == 0x7F800000u; }
@@ -147,9 +151,9 @@ __device__ __forceinline__ bool slice_pair(const SplitProblem& p, float r0, floa
 template <int N>
 __host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, const float (&v)[N], int e, int64_t b,
                                                       int64_t r, int64_t k0) {
-  const int tk = split_tile_k(p.type);
-  const int64_t tile = k0 / tk, j = k0 - tile * tk;
-  const int64_t base = (((b * p.rows + r) * (p.k_out / tk) + tile) * p.slices) * tk + j;  // slice 0's first element
+  const int lg = split_tile_k_log2(p.type), tk = 1 << lg;  // (k0, k_out >= 0: shifts, not divisions)
+  const int64_t tile = k0 >> lg, j = k0 & (tk - 1);
+  const int64_t base = ((((b * p.rows + r) * (p.k_out >> lg) + tile) * p.slices) << lg) + j;  // slice 0's first element
   const float step = pow2f(p.lo_scale_bits);
   float res[N];  // r_i of each value: r_0 = x (scaled), r_{i+1} = (r_i - s_i) 2^sb, exact
 #pragma unroll
