@@ -17,7 +17,7 @@ namespace fused {
 JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_DECLARE)
 #undef JAXEMU_FUSED_DECLARE
 
-int tile_k(SliceType t) { return t == SliceType::kTF32 ? 32 : 64; }
+int tile_k(SliceType t) { return split_tile_k(t); }  // (split.cuh: one definition of the tile K)
 int k_align(SliceType t) { return tile_k(t); }
 
 static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }

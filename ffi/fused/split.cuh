@@ -28,7 +28,8 @@ namespace fused {
 
 // A slice tile's K (32 tf32 values, 64 of the 16-bit formats) as its log2:
 // the split's index arithmetic shifts by it (a 64-bit division by a K known
-// only at run time cost the split ~100 instructions per row, H200 stop 56).
+// only at run time cost the split ~22 instructions per row: 410 M -> 387 M
+// at 2^20 x 256, H200 ncu, stop 56).
 __host__ __device__ __forceinline__ int split_tile_k_log2(SliceType t) { return t == SliceType::kTF32 ? 5 : 6; }
 __host__ __device__ __forceinline__ int split_tile_k(SliceType t) { return 1 << split_tile_k_log2(t); }
 
