@@ -39,7 +39,7 @@ __device__ __forceinline__ bool all_zero(const uint4& u) { return (u.x | u.y | u
 // approximations (relative error ~1e-7; 0 gives 0): two instructions where
 // three IEEE square roots cost ~30. It only weighs the probe's terms
 // (auto.py: MIN_TERMS), a heuristic count. Flushed to zero (.ftz): a
-// subnormal x (a product |a v| below 2^-126) counts 0 instead of 2^-16 or
+// subnormal x (a product |a v| below 2^-126) counts 0 instead of 2^-15.75 or
 // less, so the count can only fall (auto refuses more, never less); without
 // .ftz each approximation carries its subnormal handling, 7 instructions
 // per value more in an issue-bound kernel (H200 ncu, stop 56: the row
