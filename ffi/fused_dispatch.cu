@@ -90,12 +90,10 @@ __global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem 
     if (!live) continue;
     const int e = fp16_row_exponent(finite_max);
     if (lane == 0) p.exp_out[row_id] = e;
-    int64_t b, r;
-    divmod(row_id, p.rows, &b, &r);
 #pragma unroll
     for (int i = 0; i < Tasks; ++i) {
       const int64_t g = int64_t(i) * Lanes + lane;
-      if (g < groups) write_slices<kRowValues>(p, v[i], e, b, r, g * kRowValues);
+      if (g < groups) write_slices<kRowValues>(p, v[i], e, row_id, g * kRowValues);
     }
   }
   if (p.amax_bits) reduce_amax(p, m);

@@ -41,6 +41,7 @@
 #include "int8.h"
 #include "int8/crt.cuh"
 #include "mixpert.h"
+#include "stats.h"
 #include "int8/residues.cuh"
 #include "fused/f32_terms.h"
 #include "fused/split.cuh"
@@ -1390,6 +1391,20 @@ int time_split(const std::string& spec) {
   std::printf("%s split fp16x3: exponents given %.3f ms (%.0f GB/s of x; %.0f MHz after), found %.3f ms (%.0f GB/s; "
               "%.0f MHz after); slices and exponents %s\n", spec.c_str(), ms_given, gb / ms_given * 1e3, mhz_given,
               ms_found, gb / ms_found * 1e3, last_clock_mhz, same ? "the same" : "DIFFER");
+  // auto's row statistics of the same x with a probe (its data test's pass
+  // over A), at the lanes the backend picks (cuda_stats.row_lanes).
+  std::vector<float> v(size_t(bsz * k));
+  for (auto& q : v) q = u(rng);
+  Device dv(v.size() * 4), dr(size_t(8 * bsz * rows) * 4);
+  upload(dv, v);
+  stats::RowStatsProblem alone;
+  alone.a = dx.ptr, alone.v = static_cast<const float*>(dv.ptr), alone.out = static_cast<float*>(dr.ptr);
+  alone.batch = bsz, alone.rows = rows, alone.k = k;
+  for (alone.lanes = 4; alone.lanes < 32 && alone.lanes * 4 < (k + 3) / 4;) alone.lanes *= 2;
+  const double ms_stats = ms_per_launch("row statistics kernel", [&] { return stats::run(alone, nullptr); });
+  if (ms_stats < 0) return 1;
+  std::printf("%s row statistics kernel (probe, lanes %d): %.3f ms (%.0f GB/s of x; %.0f MHz after)\n", spec.c_str(),
+              alone.lanes, ms_stats, gb / ms_stats * 1e3, last_clock_mhz);
   return same ? 0 : 1;
 }
 
