@@ -18,7 +18,7 @@ namespace fused {
 JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_DECLARE)
 #undef JAXEMU_FUSED_DECLARE
 
-int tile_k(SliceType t) { return t == SliceType::kTF32 ? 32 : 64; }
+int tile_k(SliceType t) { return split_tile_k(t); }  // (split.cuh: one definition of the tile K)
 int k_align(SliceType t) { return tile_k(t); }
 
 static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -78,12 +78,10 @@ template <int Stride, int Tasks>
 __device__ __forceinline__ void write_row_tasks(const SplitProblem& p, int64_t row_id, int first,
                                                 const float (&v)[Tasks][kRowValues], int e) {
   const int64_t groups = p.k_out / kRowValues;
-  int64_t b, r;
-  divmod(row_id, p.rows, &b, &r);
 #pragma unroll
   for (int i = 0; i < Tasks; ++i) {
     const int64_t g = int64_t(i) * Stride + first;
-    if (g < groups) write_slices<kRowValues>(p, v[i], e, b, r, g * kRowValues);
+    if (g < groups) write_slices<kRowValues>(p, v[i], e, row_id, g * kRowValues);
   }
 }
 
@@ -99,8 +97,9 @@ template <int Stride, int Tasks>
 __device__ __forceinline__ stats::RowPartial<true> row_tasks_stats(const SplitProblem& p, int64_t row_id, bool live,
                                                                    int first, const float (&v)[Tasks][kRowValues]) {
   const int64_t groups = p.k_out / kRowValues;
-  int64_t b = 0, r = 0;
-  if (live) divmod(row_id, p.rows, &b, &r);
+  // The probe of the row's batch entry (no division for entry 0: all rows
+  // when batch is 1, as stats::reduce_row).
+  const int64_t b = !live || row_id < p.rows ? 0 : row_id / p.rows;
   stats::RowPartial<true> acc;
 #pragma unroll
   for (int i = 0; i < Tasks; ++i) {

@@ -26,7 +26,12 @@
 namespace jaxemu {
 namespace fused {
 
-__host__ __device__ __forceinline__ int split_tile_k(SliceType t) { return t == SliceType::kTF32 ? 32 : 64; }
+// A slice tile's K (32 tf32 values, 64 of the 16-bit formats) as its log2:
+// the split's index arithmetic shifts by it (a 64-bit division by a K known
+// only at run time cost the split ~22 instructions per row: 410 M -> 387 M
+// at 2^20 x 256, H200 ncu, stop 56).
+__host__ __device__ __forceinline__ int split_tile_k_log2(SliceType t) { return t == SliceType::kTF32 ? 5 : 6; }
+__host__ __device__ __forceinline__ int split_tile_k(SliceType t) { return 1 << split_tile_k_log2(t); }
 
 __host__ __device__ __forceinline__ bool is_nan(float x) { return (bits_of(x) & 0x7FFFFFFFu) > 0x7F800000u; }
 __host__ __device__ __forceinline__ bool is_inf(float x) { return (bits_of(x) & 0x7FFFFFFFu) == 0x7F800000u; }
@@ -110,50 +115,88 @@ __host__ __device__ __forceinline__ uint32_t storage_bits(SliceType t, float v) 
 }
 
 #ifdef __CUDA_ARCH__
+// Whether the hardware rounds every residual of r as slice_of does (the
+// ranges of its own hardware paths): fp16 below 65520 (as fp16_grid), bf16
+// to nearest below the midpoint between its largest finite value and 2^128
+// (no scheme truncates bf16: schemes.py allows bit-cut fp16 only). NaN and
+// Inf fail both; tf32 never passes.
+template <int N>
+__device__ __forceinline__ bool in_hardware_range(const SplitProblem& p, const float (&r)[N]) {
+  uint32_t a = 0;
+#pragma unroll
+  for (int q = 0; q < N; ++q) a = max(a, bits_of(r[q]) & 0x7FFFFFFFu);
+  if (p.type == SliceType::kFP16) return a < 0x477FF000u;
+  return p.type == SliceType::kBF16 && !p.truncate && a < 0x7F7F8000u;
+}
+
 // The 16-bit slices of two residuals r0, r1 in one conversion instruction
-// (cvt.rn.f16x2.f32, cvt.rz.f16x2.f32 or cvt.rn.bf16x2.f32, r0 into the low
-// half), where the hardware rounds both as slice_of does (the ranges of its
-// own hardware paths): the storage word (storage_bits of both) in *w, the
-// slice values in *h0, *h1. False,
-// nothing written, where either needs slice_of's bit code (NaN, Inf, beyond
-// the format's range). The split's cost is its conversions (one to round,
-// one to store, per value and slice, in slice_of's form): here one per two.
-__device__ __forceinline__ bool slice_pair(const SplitProblem& p, float r0, float r1, uint32_t* w, float* h0, float* h1) {
-  const uint32_t a0 = bits_of(r0) & 0x7FFFFFFFu, a1 = bits_of(r1) & 0x7FFFFFFFu;
-  if (p.type == SliceType::kFP16) {
-    if (a0 >= 0x477FF000u || a1 >= 0x477FF000u) return false;  // |r| < 65520, as fp16_grid
-    if (p.truncate) asm("cvt.rz.f16x2.f32 %0, %1, %2;" : "=r"(*w) : "f"(r1), "f"(r0));
+// (kKind 0: cvt.rn.f16x2.f32, 1: cvt.rz.f16x2.f32, 2: cvt.rn.bf16x2.f32;
+// r0 into the low half), both within in_hardware_range: the storage word
+// (storage_bits of both) in *w, the slice values in *h0, *h1. The split's
+// cost is its conversions (one to round, one to store, per value and
+// slice, in slice_of's form): here one per two.
+template <int kKind>
+__device__ __forceinline__ void slice_pair_hw(float r0, float r1, uint32_t* w, float* h0, float* h1) {
+  if constexpr (kKind == 2) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(*w) : "f"(r1), "f"(r0));
+    *h0 = float_from_bits(*w << 16), *h1 = float_from_bits(*w & 0xFFFF0000u);
+  } else {
+    if constexpr (kKind == 1) asm("cvt.rz.f16x2.f32 %0, %1, %2;" : "=r"(*w) : "f"(r1), "f"(r0));
     else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(*w) : "f"(r1), "f"(r0));
     __half2 h;
     static_assert(sizeof(h) == sizeof(*w), "two halves in a word");
     memcpy(&h, w, sizeof(h));
     const float2 f = __half22float2(h);
     *h0 = f.x, *h1 = f.y;
-    return true;
   }
-  // bf16 to nearest as slice_of's hardware path (no scheme truncates bf16:
-  // schemes.py allows bit-cut fp16 only).
-  if (p.type != SliceType::kBF16 || p.truncate || a0 >= 0x7F7F8000u || a1 >= 0x7F7F8000u) return false;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(*w) : "f"(r1), "f"(r0));
-  *h0 = float_from_bits(*w << 16), *h1 = float_from_bits(*w & 0xFFFF0000u);
-  return true;
+}
+
+// Every pair of r (all within in_hardware_range) by slice_pair_hw<kKind>,
+// with no test or branch per pair: a range test and fallback per pair cost
+// ~10 instructions where the conversion takes 3 (H200 ncu, stop 56).
+template <int kKind, int N>
+__device__ __forceinline__ void slice_pairs_hw(const float (&r)[N], uint32_t (&w)[N], float (&h)[N]) {
+#pragma unroll
+  for (int q = 0; q < N; q += 2) slice_pair_hw<kKind>(r[q], r[q + 1], &w[q / 2], &h[q], &h[q + 1]);
 }
 #endif
 
-// N consecutive values (k0 .. k0 + N - 1, one tile: N divides TK) of output
-// row r of batch entry b, scaled by 2^e when the problem has exponents: their
-// slices stored at the tile's slice rows (16-bit formats: N / 2 words per
-// slice; tf32: N words).
+// x 2^e for a row's values (scale_pow2), in one multiplication per value
+// where 0 <= e <= 127: 2^e is then a normal float >= 1 and every product
+// exact (a row's largest finite value scales below 2^14; Inf and NaN stay
+// so), the same bits as the three. A row that scales down (e < 0) or whose
+// largest value is subnormal (e > 127) takes scale_pow2's three
+// multiplications, whose roundings xla.py's ldexp shares.
 template <int N>
-__host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, const float (&v)[N], int e, int64_t b,
-                                                      int64_t r, int64_t k0) {
-  const int tk = split_tile_k(p.type);
-  const int64_t tile = k0 / tk, j = k0 - tile * tk;
-  const int64_t base = (((b * p.rows + r) * (p.k_out / tk) + tile) * p.slices) * tk + j;  // slice 0's first element
+__host__ __device__ __forceinline__ void scale_row(const float (&v)[N], int e, float (&out)[N]) {
+  if (e >= 0 && e <= 127) {
+    const float f = pow2f(e);
+#pragma unroll
+    for (int q = 0; q < N; ++q) out[q] = v[q] * f;
+  } else {
+#pragma unroll
+    for (int q = 0; q < N; ++q) out[q] = scale_pow2(v[q], e);
+  }
+}
+
+// N consecutive values (k0 .. k0 + N - 1, one tile: N divides TK) of output
+// row row_id (b * rows + r: batch entry b, row r), scaled by 2^e when the
+// problem has exponents: their slices stored at the tile's slice rows
+// (16-bit formats: N / 2 words per slice; tf32: N words).
+template <int N>
+__host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, const float (&v)[N], int e, int64_t row_id,
+                                                      int64_t k0) {
+  const int lg = split_tile_k_log2(p.type), tk = 1 << lg;  // (k0, k_out >= 0: shifts, not divisions)
+  const int64_t tile = k0 >> lg, j = k0 & (tk - 1);
+  const int64_t base = (((row_id * (p.k_out >> lg) + tile) * p.slices) << lg) + j;  // slice 0's first element
   const float step = pow2f(p.lo_scale_bits);
   float res[N];  // r_i of each value: r_0 = x (scaled), r_{i+1} = (r_i - s_i) 2^sb, exact
+  if (p.exp || p.exp_out) {
+    scale_row<N>(v, e, res);
+  } else {
 #pragma unroll
-  for (int q = 0; q < N; ++q) res[q] = (p.exp || p.exp_out) ? scale_pow2(v[q], e) : v[q];
+    for (int q = 0; q < N; ++q) res[q] = v[q];
+  }
 #pragma unroll
   for (int i = 0; i < kMaxSlices; ++i) {  // unrolled: res stays in registers
     if (i >= p.slices) break;
@@ -169,19 +212,23 @@ __host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, con
 #pragma unroll
       for (int q = 0; q < N; q += 4) *reinterpret_cast<uint4*>(dst + q) = make_uint4(w[q], w[q + 1], w[q + 2], w[q + 3]);
     } else {
-#pragma unroll
-      for (int q = 0; q < N; q += 2) {
-        float h0, h1;
+      float h[N];  // the slice's values
 #ifdef __CUDA_ARCH__
-        if (!slice_pair(p, res[q], res[q + 1], &w[q / 2], &h0, &h1))
+      if (in_hardware_range<N>(p, res)) {  // (one test for the N values: the common case)
+        if (p.type == SliceType::kBF16) slice_pairs_hw<2>(res, w, h);
+        else if (p.truncate) slice_pairs_hw<1>(res, w, h);
+        else slice_pairs_hw<0>(res, w, h);
+      } else
 #endif
-        {
-          h0 = slice_of(p, res[q]), h1 = slice_of(p, res[q + 1]);
-          w[q / 2] = storage_bits(p.type, h0) | (storage_bits(p.type, h1) << 16);
+      {
+#pragma unroll
+        for (int q = 0; q < N; q += 2) {
+          h[q] = slice_of(p, res[q]), h[q + 1] = slice_of(p, res[q + 1]);
+          w[q / 2] = storage_bits(p.type, h[q]) | (storage_bits(p.type, h[q + 1]) << 16);
         }
-        res[q] = (res[q] - h0) * step;
-        res[q + 1] = (res[q + 1] - h1) * step;
       }
+#pragma unroll
+      for (int q = 0; q < N; ++q) res[q] = (res[q] - h[q]) * step;
       uint16_t* dst = static_cast<uint16_t*>(p.out) + base + int64_t(i) * tk;
       if constexpr (N == 4) {
         *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
@@ -236,13 +283,12 @@ __host__ __device__ __forceinline__ void load_row_values(const SplitProblem& p, 
 template <int N = 4>
 __host__ __device__ __forceinline__ uint32_t split_rows_task(const SplitProblem& p, int64_t t) {
   static_assert(N == 4 || N == 8, "4 or 8 values per task");
-  int64_t row_id, group, b, r;
+  int64_t row_id, group;
   divmod(t, p.k_out / N, &row_id, &group);
-  divmod(row_id, p.rows, &b, &r);
   const int64_t k0 = group * N;
   float v[N];
   load_row_values<N>(p, row_id, k0, v);
-  write_slices<N>(p, v, p.exp ? p.exp[row_id] : 0, b, r, k0);
+  write_slices<N>(p, v, p.exp ? p.exp[row_id] : 0, row_id, k0);
   uint32_t m = 0;
 #pragma unroll
   for (int j = 0; j < N; ++j) m = abs_bits(v[j]) > m ? abs_bits(v[j]) : m;
@@ -257,19 +303,22 @@ __host__ __device__ __forceinline__ uint32_t finite_abs_bits(float x) {
   return a < 0x7F800000u ? a : 0u;
 }
 
+// fp16's row scaling puts a row's largest finite |x| in [2^13, 2^14)
+// (xla.py: FP16_ROW_TOP_EXP): the split's exponents (fp16_row_exponent) and
+// the FP32-operand kernel's (transform.cuh: exponent_of) alike.
+constexpr int kFp16RowTopExp = 13;
+
 // fp16's row-scaling exponent from the bits of a row's largest finite |x|
-// (xla.py: scale_exponents): 13 - floor(log2 max), exact for subnormals,
-// so that the row's largest finite value scales into [2^13, 2^14); 0 for a
-// row without a finite nonzero value.
+// (xla.py: scale_exponents): kFp16RowTopExp - floor(log2 max), exact for
+// subnormals; 0 for a row without a finite nonzero value.
 __host__ __device__ __forceinline__ int fp16_row_exponent(uint32_t finite_max_bits) {
-  constexpr int kRowTopExp = 13;  // xla.py: FP16_ROW_TOP_EXP
   if (finite_max_bits == 0) return 0;
   const int biased = int(finite_max_bits >> 23);
-  if (biased > 0) return kRowTopExp - (biased - 127);
+  if (biased > 0) return kFp16RowTopExp - (biased - 127);
   uint32_t m = finite_max_bits & 0x7FFFFFu;  // subnormal: m 2^-149, floor(log2) = -149 + floor(log2 m)
   int lg = -1;
   while (m) ++lg, m >>= 1;
-  return kRowTopExp - (-149 + lg);
+  return kFp16RowTopExp - (-149 + lg);
 }
 
 // Lanes (threads) per row and tasks (8 values each) per lane of the split
@@ -308,7 +357,8 @@ __host__ __device__ __forceinline__ uint32_t split_transposed_task(const SplitPr
   float v[16];
 #pragma unroll
   for (int j = 0; j < 16; ++j) v[j] = j < valid ? col[j * stride] : 0.f;
-  write_slices<16>(p, v, p.exp ? p.exp[b * p.rows + r] : 0, b, r, k0);
+  const int64_t row_id = b * p.rows + r;
+  write_slices<16>(p, v, p.exp ? p.exp[row_id] : 0, row_id, k0);
   uint32_t m = 0;
 #pragma unroll
   for (int j = 0; j < 16; ++j) m = abs_bits(v[j]) > m ? abs_bits(v[j]) : m;

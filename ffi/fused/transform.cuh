@@ -168,8 +168,9 @@ struct Transform {
   // finite, the flag rises, and the caller redoes the product with the
   // passes' exponents (cuda_fused.f32_product): no silent overflow. Values
   // small against m lose bits as they do against the row's maximum under
-  // the pass's scaling (m is at most that), exp_headroom binades sooner. A row all zero in the item's K-range keeps no scale: its
-  // entries of the partial are 0 at any exponent (0 written). Dense data
+  // the pass's scaling (m is at most that), exp_headroom binades sooner. A
+  // row all zero in the item's K-range keeps no scale: its entries of the
+  // partial are 0 at any exponent (0 written). Dense data
   // choose every scale at the item's first K-tile; after that the check is
   // one warp vote per K-tile and operand.
   // (Rows past M and columns past N start chosen: they are zero, and so no
@@ -196,7 +197,9 @@ struct Transform {
   static __device__ __forceinline__ float max4(float4 v) {
     return fmaxf(fmaxf(finite_abs(v.x), finite_abs(v.y)), fmaxf(finite_abs(v.z), finite_abs(v.w)));
   }
-  static __device__ __forceinline__ int exponent_of(float m, int headroom) { return 13 - headroom - ilogbf(m); }
+  static __device__ __forceinline__ int exponent_of(float m, int headroom) {
+    return kFp16RowTopExp - headroom - ilogbf(m);
+  }
   // e of factors() (exact powers of two)
   static __device__ __forceinline__ int exponent_of_factors(float const (&f)[kFactors]) {
     int e = 0;

@@ -290,10 +290,10 @@ SPLIT_EXP_MAX_K = 2048
 
 def split_finds_exps(kp: int, transposed: bool) -> bool:
     """Whether the split kernel finds fp16's row exponents itself (fp16x3,
-    fp16x3_bitcut: the caller checks the format), in its one
-    read of the operand (split_rows_exp_kernel, ffi/fused_dispatch.cu),
-    instead of an XLA reduction over it first: rows (not transposed) of up
-    to SPLIT_EXP_MAX_K values, unless JAXEMU_CUDA_SPLIT_EXPS is "0"
+    fp16x3_bitcut: the caller checks the format) in its one read of the
+    operand (split_rows_exp_kernel, ffi/fused_dispatch.cu), instead of an
+    XLA reduction over it first: rows (not transposed) of up to
+    SPLIT_EXP_MAX_K values, unless JAXEMU_CUDA_SPLIT_EXPS is "0"
     (switches.py). The same exponents (xla.row_scale_exponents' rule, from
     the bits), so the same slices."""
     return switches.enabled("split_exps") and not transposed and 0 < kp <= SPLIT_EXP_MAX_K

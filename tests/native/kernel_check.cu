@@ -43,6 +43,7 @@
 #include "int8.h"
 #include "int8/crt.cuh"
 #include "mixpert.h"
+#include "stats.h"
 #include "int8/residues.cuh"
 #include "fused/f32_terms.h"
 #include "fused/split.cuh"

@@ -184,12 +184,10 @@ int main(int argc, char** argv) {
       }
       const int e = fp16_row_exponent(finite_max);
       p.exp_out[row_id] = e;
-      int64_t b, r;
-      jaxemu::divmod(row_id, p.rows, &b, &r);
       for (int64_t g = 0; g < groups; ++g) {
         float w[8];
         for (int j = 0; j < 8; ++j) w[j] = v[size_t(g * 8 + j)];
-        write_slices<8>(p, w, e, b, r, g * 8);
+        write_slices<8>(p, w, e, row_id, g * 8);
       }
       if (stats) {  // (8, batch, rows): the row kernel's layout (stats::store)
         const Partial st = row_stats(p, row_id);
