@@ -85,29 +85,44 @@ __device__ __forceinline__ void write_row_tasks(const SplitProblem& p, int64_t r
   }
 }
 
-// auto's row statistics with a probe (stats/params.h; stats::RowPartial<true>,
-// the row kernel's rules) of the values that load_row_tasks gave v: the
-// thread's partial over its tasks i and their values j in that order, each
-// with the probe's value at the same K (0 past k: the probe is read only
-// below k, and not for a dead row). Its amax, summed apart (stats::
-// Extremes), equals the float of the kernel's finite_max (the same maximum
-// of the same values). Here rather than in a second pass: auto's data test
-// read A once more for these (stats::row_stats_warp_kernel).
-template <int Stride, int Tasks>
-__device__ __forceinline__ stats::RowPartial<true> row_tasks_stats(const SplitProblem& p, int64_t row_id, bool live,
-                                                                   int first, const float (&v)[Tasks][kRowValues]) {
-  const int64_t groups = p.k_out / kRowValues;
-  // The probe of the row's batch entry (no division for entry 0: all rows
-  // when batch is 1, as stats::reduce_row).
-  const int64_t b = !live || row_id < p.rows ? 0 : row_id / p.rows;
-  stats::RowPartial<true> acc;
+// What the split's statistics form sums per row (SplitProblem::stats_out):
+// nothing, the four extremes (max, min nonzero and sum of |x|, the
+// non-finite flag), or those and the probe's four sums.
+enum RowStats : int { kNoStats = 0, kExtremes = 1, kWithProbe = 2 };
+
+// auto's row statistics (stats/params.h; stats::RowPartial, the row
+// kernel's rules) of the values that load_row_tasks gave v: the thread's
+// partial over its tasks i and their values j in that order, with the
+// probe (kProbe) each with the probe's value at the same K (0 past k: the
+// probe is read only below k, and not for a dead row). Its amax, summed
+// apart (stats::Extremes), equals the float of the kernel's finite_max
+// (the same maximum of the same values). Here rather than in a second
+// pass: auto's data test read A once more for these
+// (stats::row_stats_warp_kernel).
+template <int Stride, int Tasks, bool kProbe>
+__device__ __forceinline__ stats::RowPartial<kProbe> row_tasks_stats(const SplitProblem& p, int64_t row_id, bool live,
+                                                                     int first, const float (&v)[Tasks][kRowValues]) {
+  stats::RowPartial<kProbe> acc;
+  if constexpr (kProbe) {
+    const int64_t groups = p.k_out / kRowValues;
+    // The probe of the row's batch entry (no division for entry 0: all rows
+    // when batch is 1, as stats::reduce_row).
+    const int64_t b = !live || row_id < p.rows ? 0 : row_id / p.rows;
 #pragma unroll
-  for (int i = 0; i < Tasks; ++i) {
-    const int64_t g = int64_t(i) * Stride + first;
-    float pv[kRowValues];
-    load_values<kRowValues>(p.probe, p.k, b, live && g < groups ? g * kRowValues : p.k, pv);  // (zeros)
+    for (int i = 0; i < Tasks; ++i) {
+      const int64_t g = int64_t(i) * Stride + first;
+      float pv[kRowValues];
+      load_values<kRowValues>(p.probe, p.k, b, live && g < groups ? g * kRowValues : p.k, pv);  // (zeros)
 #pragma unroll
-    for (int j = 0; j < kRowValues; ++j) acc.add(v[i][j], pv[j]);
+      for (int j = 0; j < kRowValues; ++j) acc.add(v[i][j], pv[j]);
+    }
+  } else {
+    // (Padding past k and a dead row's values are zeros: they change no
+    // extreme.)
+#pragma unroll
+    for (int i = 0; i < Tasks; ++i)
+#pragma unroll
+      for (int j = 0; j < kRowValues; ++j) acc.add(v[i][j], 0.f);
   }
   return acc;
 }
@@ -117,20 +132,21 @@ __device__ __forceinline__ stats::RowPartial<true> row_tasks_stats(const SplitPr
 // of the group's partials, in the same order on every run (merge's sums
 // commute: a + b and b + a are the same float). Every lane of the warp
 // calls it (full-warp shuffles).
-template <int Lanes>
-__device__ __forceinline__ void merge_lanes(stats::RowPartial<true>& acc) {
+template <int Lanes, bool kProbe>
+__device__ __forceinline__ void merge_lanes(stats::RowPartial<kProbe>& acc) {
 #pragma unroll
   for (int o = Lanes / 2; o > 0; o /= 2) acc.merge(acc.shfl_xor(o));
 }
 
 // Row row_id's statistics into p.stats_out (the row kernel's store: its layout).
+template <bool kProbe>
 __device__ __forceinline__ void store_row_stats(const SplitProblem& p, int64_t row_id,
-                                                const stats::RowPartial<true>& acc) {
+                                                const stats::RowPartial<kProbe>& acc) {
   stats::RowStatsProblem out;
   out.out = p.stats_out;
   out.batch = p.batch;
   out.rows = p.rows;
-  stats::store<true>(out, row_id, acc);
+  stats::store<kProbe>(out, row_id, acc);
 }
 
 // The split of a (batch, rows, k) operand that finds fp16's row exponents
@@ -147,14 +163,16 @@ __device__ __forceinline__ void store_row_stats(const SplitProblem& p, int64_t r
 // 2, 4 or 8 tasks, 8 taking 120 registers per thread, sm_90a, 128 with
 // kStats: still two blocks of 256 per SM, no spills). Every lane runs the
 // same number of iterations (the shuffles need the whole warp); a lane past
-// the last row loads nothing and writes nothing. kStats: auto's row
-// statistics too (SplitProblem::stats_out; row_tasks_stats), from the
+// the last row loads nothing and writes nothing. kStats (RowStats) other
+// than kNoStats: auto's row statistics too, the extremes alone or with the
+// probe's sums (SplitProblem::stats_out; row_tasks_stats), from the
 // values already in registers: the data test's read of A saved; the lanes'
 // partials meet in a butterfly over the row's lanes, lane 0 of a live row
 // stores (a dead row's lanes take part in the shuffles: zeros, no probe).
-template <int Lanes, int Tasks, bool kStats>
+template <int Lanes, int Tasks, int kStats>
 __global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem p) {
   static_assert(Lanes == 8 || Lanes == 16 || Lanes == 32, "8, 16 or 32 lanes per row");
+  constexpr bool kProbe = kStats == kWithProbe;
   constexpr int kRowsPerWarp = 32 / Lanes;
   const int lane = threadIdx.x % Lanes;
   const int64_t row_count = p.batch * p.rows;
@@ -169,8 +187,8 @@ __global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem 
     uint32_t finite_max = load_row_tasks<Lanes, Tasks>(p, row_id, live, lane, v, &m);
 #pragma unroll
     for (int o = Lanes / 2; o > 0; o /= 2) finite_max = max(finite_max, __shfl_xor_sync(0xffffffffu, finite_max, o));
-    if constexpr (kStats) {
-      stats::RowPartial<true> acc = row_tasks_stats<Lanes, Tasks>(p, row_id, live, lane, v);
+    if constexpr (kStats != kNoStats) {
+      stats::RowPartial<kProbe> acc = row_tasks_stats<Lanes, Tasks, kProbe>(p, row_id, live, lane, v);
       merge_lanes<Lanes>(acc);
       if (live && lane == 0) store_row_stats(p, row_id, acc);
     }
@@ -202,12 +220,13 @@ __global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem 
 // other: a warp that is a row ahead writes the buffer that no thread reads
 // any more (every thread has passed this row's barrier, so has read the
 // buffer of the row before), one barrier per row.
-template <int Tasks, bool kStats>
+template <int Tasks, int kStats>
 __global__ void __launch_bounds__(kSplitExpBlockThreads) split_rows_exp_block_kernel(const SplitProblem p) {
   constexpr int kWarps = kSplitExpBlockThreads / 32;
+  constexpr bool kProbe = kStats == kWithProbe;
   static_assert(kWarps == 8, "the warp partials' butterfly takes lanes 0..7");
   __shared__ uint32_t warp_max[2][kWarps];
-  __shared__ stats::RowPartial<true> warp_stats[2][kStats ? kWarps : 1];
+  __shared__ stats::RowPartial<kProbe> warp_stats[2][kStats != kNoStats ? kWarps : 1];
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int64_t row_count = p.batch * p.rows;
   uint32_t m = 0;
@@ -217,17 +236,17 @@ __global__ void __launch_bounds__(kSplitExpBlockThreads) split_rows_exp_block_ke
     uint32_t finite_max = load_row_tasks<kSplitExpBlockThreads, Tasks>(p, row_id, true, t, v, &m);
     finite_max = __reduce_max_sync(0xffffffffu, finite_max);
     if (lane == 0) warp_max[buf][warp] = finite_max;
-    if constexpr (kStats) {
-      stats::RowPartial<true> acc = row_tasks_stats<kSplitExpBlockThreads, Tasks>(p, row_id, true, t, v);
+    if constexpr (kStats != kNoStats) {
+      stats::RowPartial<kProbe> acc = row_tasks_stats<kSplitExpBlockThreads, Tasks, kProbe>(p, row_id, true, t, v);
       merge_lanes<32>(acc);
       if (lane == 0) warp_stats[buf][warp] = acc;
     }
     __syncthreads();
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) finite_max = max(finite_max, warp_max[buf][w]);
-    if constexpr (kStats) {
+    if constexpr (kStats != kNoStats) {
       if (warp == 0) {
-        stats::RowPartial<true> acc = warp_stats[buf][lane % kWarps];
+        stats::RowPartial<kProbe> acc = warp_stats[buf][lane % kWarps];
         merge_lanes<kWarps>(acc);
         if (lane == 0) store_row_stats(p, row_id, acc);
       }
@@ -260,10 +279,14 @@ std::string check(const SplitProblem& p) {
   if (p.batch < 0 || p.rows < 0 || p.k < 0 || p.k_out < p.k) return "the output must cover the operand (k_out >= k)";
   if (p.k_out % tile_k(p.type)) return "k_out must be a multiple of the tile's K";
   // The row statistics come from the kernel that finds the exponents (rows
-  // of K = 0 too: it writes their statistics); the probe is read below k.
-  if (p.batch * p.rows > 0 && p.stats_out && (!p.exp_out || (p.k > 0 && !p.probe)))
-    return "the row statistics (stats_out) need the exponents found by the split (exp_out) and a probe";
-  if (p.batch * p.rows > 0 && p.probe && !p.stats_out) return "a probe is only read for the row statistics (stats_out)";
+  // of K = 0 too: it writes their statistics); the probe, if any, is read
+  // below k.
+  if (p.batch * p.rows > 0 && p.stats_out && !p.exp_out)
+    return "the row statistics (stats_out) need the exponents found by the split (exp_out)";
+  if (p.batch * p.rows > 0 && p.stats_out && p.stats_probe && p.k > 0 && !p.probe)
+    return "the row statistics with the probe's sums (stats_probe) need a probe";
+  if (p.batch * p.rows > 0 && p.probe && !(p.stats_out && p.stats_probe))
+    return "a probe is only read for the row statistics with the probe's sums (stats_out, stats_probe)";
   if (p.batch * p.rows * p.k_out == 0) return "";
   if (!p.out || !aligned16(p.out)) return "the slices must be a 16-byte aligned buffer";
   if (p.k > 0 && !p.x) return "missing operand";
@@ -276,7 +299,7 @@ std::string check(const SplitProblem& p) {
 // split_rows_exp_kernel with the Lanes and Tasks of p's rows (split.cuh:
 // split_exp_shape), or past kSplitExpMaxK split_rows_exp_block_kernel (a
 // block per row), at most cap blocks.
-template <bool kStats>
+template <int kStats>
 static void launch_rows_exp(const SplitProblem& p, int64_t cap, cudaStream_t stream) {
   const int64_t rows = p.batch * p.rows;
   static_assert(kSplitExpMaxK == 32 * kRowValues * 8, "tasks per lane: 1, 2, 4 or 8");
@@ -318,8 +341,9 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
   const int64_t cap = p.max_blocks > 0 ? p.max_blocks : int64_t(sms) * 16;
   // One row of a transposed operand, (L, K, 1), is laid out as (L, 1, K).
   if (p.exp_out) {
-    if (p.stats_out) launch_rows_exp<true>(p, cap, stream);
-    else launch_rows_exp<false>(p, cap, stream);
+    if (!p.stats_out) launch_rows_exp<kNoStats>(p, cap, stream);
+    else if (p.stats_probe) launch_rows_exp<kWithProbe>(p, cap, stream);
+    else launch_rows_exp<kExtremes>(p, cap, stream);
   } else if (p.transposed && p.rows != 1) {
     const int blocks = int(std::min(transposed_tiles(p.batch, p.k_out, p.rows), cap));
     split_transposed_kernel<<<blocks, kTileThreads, 0, stream>>>(p);

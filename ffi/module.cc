@@ -356,13 +356,14 @@ XLA_FFI_DEFINE_HANDLER(kFusedSplit, FusedSplitImpl,
                            .Attr<int64_t>("find_exp"));  // 1: fp16's row exponents found by the split
 
 // fp16's split of A that finds its row exponents (jaxemu_fused_split with
-// find_exp) and computes auto's row statistics of A with a probe in the
-// same read of each row (SplitProblem::stats_out: the statistics of
-// jaxemu_row_stats with a probe, the same layout): x (L, R, K) float32
-// (rows, not transposed), probe (L, K) float32 (finite) -> slices (L, R,
-// K_out / 64, S, 64) float16 (K_out: a multiple of 64 covering K, at most
-// kSplitExpBlockMaxK = 8192), amax (1,) int32 (the bits of max |x|), found_exp
-// (L, R) int32, stats (8, L, R) float32. slice_type must be 1 (fp16).
+// find_exp) and computes auto's row statistics of A in the same read of
+// each row (SplitProblem::stats_out: the statistics of jaxemu_row_stats,
+// the same layout): x (L, R, K) float32 (rows, not transposed), probe (L,
+// K) float32 (finite), or empty for the four extremes alone -> slices (L,
+// R, K_out / 64, S, 64) float16 (K_out: a multiple of 64 covering K, at
+// most kSplitExpBlockMaxK = 8192), amax (1,) int32 (the bits of max |x|),
+// found_exp (L, R) int32, stats (8, L, R) float32 with the probe, (4, L, R)
+// without. slice_type must be 1 (fp16).
 ffi::Error FusedSplitStatsImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer probe,
                                ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> amax,
                                ffi::Result<ffi::AnyBuffer> found_exp, ffi::Result<ffi::AnyBuffer> stats,
@@ -381,15 +382,19 @@ ffi::Error FusedSplitStatsImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBu
   err = split_found_exp(who, *found_exp, &p);
   if (!err.success()) return err;
   auto dv = probe.dimensions(), ds = stats->dimensions();
-  if (probe.element_type() != ffi::DataType::F32 || dv.size() != 2 || dv[0] != p.batch || dv[1] != p.k)
+  const bool with_probe = probe.element_count() > 0 || dv.size() == 2;  // (an empty probe: the extremes alone)
+  if (with_probe &&
+      (probe.element_type() != ffi::DataType::F32 || dv.size() != 2 || dv[0] != p.batch || dv[1] != p.k))
     return ffi::Error::InvalidArgument(who + ": the probe must be float32 (L, K) = (" + std::to_string(p.batch) +
-                                       ", " + std::to_string(p.k) + "), got " + shape_str(dv));
-  if (stats->element_type() != ffi::DataType::F32 || ds.size() != 3 || ds[0] != 8 || ds[1] != p.batch ||
+                                       ", " + std::to_string(p.k) + "), or empty (0,), got " + shape_str(dv));
+  const int64_t n_stats = with_probe ? 8 : 4;
+  if (stats->element_type() != ffi::DataType::F32 || ds.size() != 3 || ds[0] != n_stats || ds[1] != p.batch ||
       ds[2] != p.rows)
-    return ffi::Error::InvalidArgument(who + ": the statistics must be float32 (8, L, R) = (8, " +
-                                       std::to_string(p.batch) + ", " + std::to_string(p.rows) + "), got " +
-                                       shape_str(ds));
-  p.probe = static_cast<const float*>(probe.untyped_data());
+    return ffi::Error::InvalidArgument(who + ": the statistics must be float32 (" + std::to_string(n_stats) +
+                                       ", L, R) = (" + std::to_string(n_stats) + ", " + std::to_string(p.batch) +
+                                       ", " + std::to_string(p.rows) + "), got " + shape_str(ds));
+  p.probe = with_probe ? static_cast<const float*>(probe.untyped_data()) : nullptr;
+  p.stats_probe = with_probe;
   p.stats_out = static_cast<float*>(stats->untyped_data());
   return split_launch(who, p, stream);
 }
@@ -398,11 +403,11 @@ XLA_FFI_DEFINE_HANDLER(kFusedSplitStats, FusedSplitStatsImpl,
                        ffi::Ffi::Bind()
                            .Ctx<ffi::PlatformStream<cudaStream_t>>()
                            .Arg<ffi::AnyBuffer>()   // x: (L, R, K) float32
-                           .Arg<ffi::AnyBuffer>()   // probe: (L, K) float32
+                           .Arg<ffi::AnyBuffer>()   // probe: (L, K) float32, or (0,): no probe
                            .Ret<ffi::AnyBuffer>()   // slices: (L, R, K/64, S, 64) float16
                            .Ret<ffi::AnyBuffer>()   // amax: (1,) int32, bits of max |x|
                            .Ret<ffi::AnyBuffer>()   // found_exp: (L, R) int32
-                           .Ret<ffi::AnyBuffer>()   // stats: (8, L, R) float32
+                           .Ret<ffi::AnyBuffer>()   // stats: (8, L, R) float32, (4, L, R) without a probe
                            .Attr<int64_t>("slice_type")      // 1 (fp16) only
                            .Attr<int64_t>("lo_scale_bits")
                            .Attr<int64_t>("truncate"));

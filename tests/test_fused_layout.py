@@ -634,10 +634,105 @@ def _split_stats_twin(out_types):
     split = _split_twin(out_types[:3])
 
     def call(x, v, slice_type, lo_scale_bits, truncate):
-        assert slice_type == 1 and out_types[3].shape == (F.STATS_COUNT,) + x.shape[:2] and v.shape == (x.shape[0], x.shape[2])
+        probe = v.shape != (0,)  # (0,): the extremes alone
+        count = F.STATS_COUNT if probe else F.EXTREMES_COUNT
+        assert slice_type == 1 and out_types[3].shape == (count,) + x.shape[:2]
+        assert not probe or v.shape == (x.shape[0], x.shape[2])
         sl, amax, e = split(x, jnp.zeros((0,), jnp.int32), slice_type, lo_scale_bits, truncate, 0, 1)
-        return sl, amax, e, jnp.stack(_xla_row_stats(x, v))
+        return sl, amax, e, jnp.stack(_xla_row_stats(x, v if probe else None))
     return call
+
+
+def test_split_with_the_extremes_alone(monkeypatch, rng):
+    """split_rows_with_stats without a probe (a data test that probes B's
+    side): the same split as with the probe, and the four extremes of the
+    statistics' own pass (max, min nonzero and sum of |a|, the non-finite
+    flag), with the kernels replaced by their twins on the CPU."""
+    use_twins(monkeypatch)
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "1")
+    a = T.sample("wide-exp", (2, 40, 200), rng)
+    a[0, 3], a[1, 5, 7] = 0.0, np.inf
+    a = jnp.asarray(a)
+    v = jnp.asarray(T.sample("uniform(-1,1)", (2, 200), rng))
+    split4, four = F.split_rows_with_stats(a, None, 96)
+    split8, eight = F.split_rows_with_stats(a, v, 96)
+    assert len(four) == F.EXTREMES_COUNT and len(eight) == F.STATS_COUNT
+    for x, y in zip(split4, split8):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    for x, y in zip(four, _xla_row_stats(a)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert float(four[3][1, 5]) == 1.0 and float(four[0][0, 3]) == 0.0 and np.isinf(float(four[1][0, 3]))
+
+
+def test_auto_with_the_probe_on_bs_side(monkeypatch, rng):
+    """JAXEMU_CUDA_SPLIT_STATS=1 where A has >= PROBE_B_RATIO times B's
+    columns: A's split sums the four extremes alone and a row of A probes
+    B's columns (auto._rows_probe_of_b). The test is exactly today's test of
+    the transposed product B^T A^T (ratio, term count, hybrid order and
+    hybrid tests, bit for bit), and auto gives fp16x3's bits where it
+    admits fp16x3, with the kernels replaced by their twins on the CPU."""
+    from test_auto import AUTO
+
+    from jaxemu import auto, backends
+    from jaxemu.backends import cuda_lowering, cuda_stats
+    calls = []
+
+    def twin(name, out_types):
+        call = _kernel_twin(name, out_types)
+
+        def record(*args, **attrs):
+            calls.append((name, tuple(x.shape for x in args)))
+            return call(*args, **attrs)
+        return record
+    use_twins(monkeypatch, twin)
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "1")
+    rows = lambda x, v=None: _xla_row_stats(x, v)  # noqa: E731
+    kernels = backends.StatsKernels(rows=rows, columns=lambda b: _xla_row_stats(jnp.swapaxes(b, 1, 2)),
+                                    probe_roundings=auto.xla_probe_roundings,
+                                    split_rows=cuda_stats.KERNELS.split_rows)
+    m, k, n = 256, 320, 48
+    assert auto.probe_on_b(m, n) and not auto.probe_on_b(n, m)
+    ratios = []
+    for tiny_partners in (False, True):
+        a, b = T.sample("uniform(-1,1)", (m, k), rng), T.sample("uniform(-1,1)", (k, n), rng)
+        a[rng.permutation(m)[: m // 2]] *= np.exp2(rng.integers(-40, 40, (m // 2, k))).astype(np.float32)
+        b[:, :7] *= np.exp2(rng.integers(-30, 30, (k, 7))).astype(np.float32)
+        if tiny_partners:  # (refused: a column of A at 2^-40 meets a row of B at 2^40)
+            a[:, 7] *= np.float32(2.0 ** -40)
+            b[7, :] *= np.float32(2.0 ** 40)
+        a, b = jnp.asarray(a)[None], jnp.asarray(b)[None]
+        test, _ = auto.DataTest.with_split(a, b, AUTO, kernels, probe_b=True)
+        assert test.probe_on_b
+        mirror = auto.DataTest.of(jnp.swapaxes(b, 1, 2), jnp.swapaxes(a, 1, 2), AUTO, kernels=kernels)
+        for got, want in ((test.normwise_ratio, mirror.normwise_ratio), (test.terms, mirror.terms),
+                          (test.order[0], mirror.order[1]), (test.order[1], mirror.order[0])):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        hyb_rows, hyb_cols = [64, 128, 192, m, 128], [n, n, 24, 36, 24]
+        np.testing.assert_array_equal(np.asarray(test.hybrids_ok(hyb_rows, hyb_cols)),
+                                      np.asarray(mirror.hybrids_ok(hyb_cols, hyb_rows)))
+        ratios.append(float(test.normwise_ratio[0]))
+    assert ratios[0] <= 1 < ratios[1], ratios  # one admitted, one refused
+    # End to end on admitted data: fp16x3's bits, A's split with the extremes (no probe) once.
+    monkeypatch.setattr(backends, "stats_for", lambda *args, **kw: kernels)
+
+    def product(a, b, scheme, scales=None, fits=False, presplit=(None, None)):
+        return X.canonical_dot(a, b, scheme, "cuda", fits=fits) if scheme.name == "fp32" else \
+            F.fused_product(a, b, scheme, scales, fits, presplit)
+    a, b = T.sample("normal(0,1)", (m, k), rng), T.sample("normal(0,1)", (k, n), rng)
+    a[3, 5] = np.inf
+    got = {}
+    for switch in ("0", "1"):
+        monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
+        jax.clear_caches()
+        calls.clear()
+        f = jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", product, "cuda",
+                                               split=cuda_lowering.split_product())[0])
+        got[switch] = np.asarray(f(a, b))
+        stats_forms = [shapes for name, shapes in calls if name == "jaxemu_fused_split_stats"]
+        assert stats_forms == ([] if switch == "0" else [((1, m, k), (0,))]), (switch, stats_forms)
+    np.testing.assert_array_equal(_nan_bits(got["1"]), _nan_bits(got["0"]))
+    assert jaxemu.auto_report(a, b, AUTO)["scheme"] == "fp16x3"
+    jax.clear_caches()
 
 
 def test_auto_takes_a_rows_statistics_from_fp16x3s_split(monkeypatch, rng):

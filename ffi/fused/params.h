@@ -153,14 +153,16 @@ struct SplitProblem {
   // fused_dispatch.cu: rows of up to kSplitExpBlockMaxK values, not
   // transposed, exp null), and written here for the GEMM's unscaling.
   int32_t* exp_out = nullptr;
-  // Or null: with exp_out only, auto's row statistics of x with the probe
-  // (ffi/stats/params.h: the row kernel's 8 with a probe, the same rules)
-  // from the same read of each row, instead of a second pass over x (the
-  // statistics kernel's): probe (batch, k) float32, finite, row stride k;
-  // stats_out (8, batch, rows) float32, statistic s of row b * rows + r at
-  // stats_out[s * batch * rows + b * rows + r]. Both or neither.
+  // Or null: with exp_out only, auto's row statistics of x (ffi/stats/
+  // params.h: the row kernel's, the same rules) from the same read of each
+  // row, instead of a second pass over x (the statistics kernel's):
+  // stats_out (n, batch, rows) float32, statistic s of row b * rows + r at
+  // stats_out[s * batch * rows + b * rows + r]; n = 8 with a probe (batch,
+  // k) float32, finite, row stride k (stats_probe; null only where k is 0),
+  // n = 4 (the extremes) without (stats_probe false, probe null).
   const float* probe = nullptr;
   float* stats_out = nullptr;
+  bool stats_probe = false;
 };
 constexpr int kMaxSlices = 4;  // FloatSplit's limit (jaxemu/schemes.py)
 constexpr int kSplitExpMaxK = 2048;  // k_out of a row split with its exponent found (a warp's registers)

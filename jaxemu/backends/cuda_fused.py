@@ -300,6 +300,7 @@ def split_finds_exps(kp: int, transposed: bool) -> bool:
 
 
 STATS_COUNT = 8  # the row statistics of ffi/stats/params.h, with the probe
+EXTREMES_COUNT = 4  # ... without it
 # Rows of up to this many values for the split that also takes the
 # statistics: past SPLIT_EXP_MAX_K a block of 256 threads holds a row (ffi/
 # fused/params.h: kSplitExpBlockMaxK; 4 tasks of 8 values per thread). The
@@ -324,25 +325,29 @@ def split_rows_with_stats(a, v, n: int, scheme="fp16x3"):
     """fp16x3's split of A (L, M, K) and auto's row statistics of A with the
     probe v (L, K) (cuda_stats.rows' eight: max, min nonzero and sum of |a|,
     the non-finite flag, then sum t, sum |t|, max |t|, sum |t|^(1/8) of
-    t = a v), from one read of A (ffi: jaxemu_fused_split_stats), for a
-    product with N = n: (the split as ``presplit_operand`` returns it, the
-    eight statistics (L, M) each), or None where ``split_takes_stats``
-    refuses. The split's exponents are found from each row's largest finite
-    |a| (xla.py's rule), the same as auto's row scales from those maxima."""
+    t = a v), or with v None the first four alone (the probe's sums left
+    out: a test that probes B's side), from one read of A (ffi:
+    jaxemu_fused_split_stats), for a product with N = n: (the split as
+    ``presplit_operand`` returns it, the eight or four statistics (L, M)
+    each), or None where ``split_takes_stats`` refuses. The split's
+    exponents are found from each row's largest finite |a| (xla.py's rule),
+    the same as auto's row scales from those maxima."""
     s = get_scheme(scheme)
     bsz, m, k = a.shape
     if not split_takes_stats(s, m, k, n, bsz):
         return None
     kp = padded_k(k, s)
     tk = tile_k(s.fmt)
+    count = STATS_COUNT if v is not None else EXTREMES_COUNT
     out = (jax.ShapeDtypeStruct((bsz, m, kp // tk, s.slices, tk), _DTYPES[s.fmt]),
            jax.ShapeDtypeStruct((1,), jnp.int32), jax.ShapeDtypeStruct((bsz, m), jnp.int32),
-           jax.ShapeDtypeStruct((STATS_COUNT, bsz, m), jnp.float32))
+           jax.ShapeDtypeStruct((count, bsz, m), jnp.float32))
+    probe = v.astype(jnp.float32) if v is not None else jnp.zeros((0,), jnp.float32)  # (0,): the extremes alone
     sl, amax_bits, e, st = jax.ffi.ffi_call("jaxemu_fused_split_stats", out)(
-        a, v.astype(jnp.float32), slice_type=_SLICE_TYPE[s.fmt], lo_scale_bits=int(s.lo_scale_bits),
+        a, probe, slice_type=_SLICE_TYPE[s.fmt], lo_scale_bits=int(s.lo_scale_bits),
         truncate=int(s.split == "bitcut"))
     split = (sl, e, lax.bitcast_convert_type(amax_bits[0], jnp.float32).reshape(()))
-    return split, tuple(st[i] for i in range(STATS_COUNT))
+    return split, tuple(st[i] for i in range(count))
 
 
 def b_as_rows() -> bool:

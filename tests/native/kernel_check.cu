@@ -1034,6 +1034,7 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
     upload(dprobe, probe);
     p.probe = static_cast<const float*>(dprobe.ptr);
     p.stats_out = static_cast<float*>(dstats.ptr);
+    p.stats_probe = true;
     p.amax_bits = static_cast<int32_t*>(dmax.ptr);
     CHECK_CUDA(cudaMemset(dstats.ptr, 0x5A, exps.size() * 8 * 4));
     CHECK_CUDA(cudaMemset(dmax.ptr, 0, 4));
@@ -1090,7 +1091,7 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
     // max |x| byte for byte.
     Device dout2(bytes), de2(exps.size() * 4), dmax2(4);
     fused::SplitProblem q = p;
-    q.probe = nullptr, q.stats_out = nullptr;
+    q.probe = nullptr, q.stats_out = nullptr, q.stats_probe = false;
     q.out = dout2.ptr, q.exp_out = static_cast<int32_t*>(de2.ptr), q.amax_bits = static_cast<int32_t*>(dmax2.ptr);
     CHECK_CUDA(cudaMemset(dout2.ptr, 0x5A, bytes));
     CHECK_CUDA(cudaMemset(de2.ptr, 0x5A, exps.size() * 4));
@@ -1105,7 +1106,32 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
                       download<int32_t>(de, exps.size()) && download<int32_t>(dmax2, 1) == download<int32_t>(dmax, 1);
     *detail += same ? ", the same bytes as without the statistics" : ", NOT the same bytes as without the statistics";
     wrong += !same;
-    wrong += check_row_stats(p, x, probe, download<float>(dstats, exps.size() * 8), detail);
+    const auto stats8 = download<float>(dstats, exps.size() * 8);
+    wrong += check_row_stats(p, x, probe, stats8, detail);
+    // The extremes alone (no probe): the same slices, exponents and max |x|,
+    // and the first four statistics bit for bit (the same values merged in
+    // the same order).
+    Device dout3(bytes), de3(exps.size() * 4), dmax3(4), dstats4(exps.size() * 4 * 4);
+    fused::SplitProblem e4 = p;
+    e4.probe = nullptr, e4.stats_probe = false, e4.stats_out = static_cast<float*>(dstats4.ptr);
+    e4.out = dout3.ptr, e4.exp_out = static_cast<int32_t*>(de3.ptr), e4.amax_bits = static_cast<int32_t*>(dmax3.ptr);
+    CHECK_CUDA(cudaMemset(dout3.ptr, 0x5A, bytes));
+    CHECK_CUDA(cudaMemset(de3.ptr, 0x5A, exps.size() * 4));
+    CHECK_CUDA(cudaMemset(dmax3.ptr, 0, 4));
+    CHECK_CUDA(cudaMemset(dstats4.ptr, 0x5A, exps.size() * 4 * 4));
+    why = fused::run(e4, nullptr);
+    if (!why.empty()) {
+      *detail += "; run with the extremes alone: " + why;
+      return false;
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const auto stats4 = download<float>(dstats4, exps.size() * 4);
+    const bool same4 = download<uint8_t>(dout3, bytes) == got && download<int32_t>(de3, exps.size()) ==
+                       download<int32_t>(de, exps.size()) && download<int32_t>(dmax3, 1) == download<int32_t>(dmax, 1) &&
+                       std::memcmp(stats4.data(), stats8.data(), stats4.size() * 4) == 0;
+    *detail += same4 ? "; the extremes alone: the same bytes and first four statistics"
+                     : "; the extremes alone: NOT the same bytes or first four statistics";
+    wrong += !same4;
   }
   return wrong == 0;
 }
@@ -1551,6 +1577,7 @@ int time_split(const std::string& spec) {
   with_stats.out = d3.ptr;
   with_stats.probe = static_cast<const float*>(dv.ptr);
   with_stats.stats_out = static_cast<float*>(ds.ptr);
+  with_stats.stats_probe = true;
   stats::RowStatsProblem alone;
   alone.a = dx.ptr, alone.v = static_cast<const float*>(dv.ptr), alone.out = static_cast<float*>(dr.ptr);
   alone.batch = bsz, alone.rows = rows, alone.k = k;
@@ -1570,7 +1597,29 @@ int time_split(const std::string& spec) {
               "and the row statistics kernel alone %.3f ms (lanes %d; %.0f MHz after); slices and exponents %s, "
               "amax/amin/bad/m %s\n", spec.c_str(), ms_stats, gb / ms_stats * 1e3, mhz_stats, ms_found, ms_alone,
               alone.lanes, last_clock_mhz, same3 ? "the same" : "DIFFER", exact ? "the row kernel's" : "DIFFER");
-  return same && same3 && exact ? 0 : 1;
+  // The extremes alone (no probe), as a data test with the probe on B's
+  // side would take them from A's split, and the statistics kernel's
+  // four without a probe.
+  Device d4(bytes), df4(exps.size() * 4), ds4(size_t(4 * bsz * rows) * 4), dr4(size_t(4 * bsz * rows) * 4);
+  fused::SplitProblem extremes = finding;
+  extremes.exp_out = static_cast<int32_t*>(df4.ptr);
+  extremes.out = d4.ptr;
+  extremes.stats_out = static_cast<float*>(ds4.ptr);
+  stats::RowStatsProblem alone4 = alone;
+  alone4.v = nullptr, alone4.out = static_cast<float*>(dr4.ptr);
+  const double ms_ext = ms_per_launch("split, exponents and extremes found", [&] { return fused::run(extremes, nullptr); });
+  const double mhz_ext = last_clock_mhz;
+  const double ms_alone4 = ms_per_launch("row statistics kernel, no probe", [&] { return stats::run(alone4, nullptr); });
+  if (ms_ext < 0 || ms_alone4 < 0) return 1;
+  const bool same4 = download<uint8_t>(d4, bytes) == download<uint8_t>(d2, bytes) &&
+                     download<int32_t>(df4, exps.size()) == exps &&
+                     download<float>(ds4, size_t(4 * bsz * rows)) ==
+                         std::vector<float>(s_fused.begin(), s_fused.begin() + 4 * bsz * rows);
+  std::printf("%s split fp16x3 with the extremes alone: %.3f ms (%.0f GB/s of x; %.0f MHz after); the statistics "
+              "kernel without a probe %.3f ms (%.0f MHz after); slices, exponents and the four %s\n", spec.c_str(),
+              ms_ext, gb / ms_ext * 1e3, mhz_ext, ms_alone4, last_clock_mhz,
+              same4 ? "the same as the probe form's" : "DIFFER");
+  return same && same3 && exact && same4 ? 0 : 1;
 }
 
 int time_mixpert(const std::string& spec) {

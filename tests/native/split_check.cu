@@ -165,6 +165,7 @@ int main(int argc, char** argv) {
   if (stats) {
     p.probe = probe.data();
     p.stats_out = row_stats_out.data();
+    p.stats_probe = true;
   }
   if (find_exp) {
     // The device kernel's work per row, in its order of tasks: the row's

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# One device call (carry .cutlass) for the branch next/split-stats-lean: the
-# split's statistics form on top of the lean split and statistics (stop 57).
+# One device call (carry .cutlass) for the branches next/split-stats-lean
+# and next/split-extremes: the split's statistics form on top of the lean
+# split and statistics (stop 57), with the probe on A's side or (the
+# extremes alone in A's split, a row of A probing B: next/split-extremes,
+# where A has >= auto.PROBE_B_RATIO times B's columns) on B's.
 # kernel_check and the wheel built side by side; the split family plain
 # (MEMCHECK=1: also under memcheck); --time-split (the split, its
 # statistics form, the statistics kernel alone) over K; then either the
-# bench (auto and fp16x3 with JAXEMU_CUDA_SPLIT_STATS off, on, off; the
-# default) or, TIMELINE=1, the distances' GPU timeline of auto with the
-# switch off and on (scripts/kernel_timeline.py: where the stats form's
-# time goes outside its kernel; stop 57 found ~0.2 ms).
-#   bash scripts/split_stats_lean_session.sh
-#   TIMELINE=1 MEMCHECK=1 bash scripts/split_stats_lean_session.sh
+# bench (auto and fp16x3: JAXEMU_CUDA_SPLIT_STATS off, on with the probe
+# on A, on with the probe where auto puts it, off again; the default) or,
+# TIMELINE=1, the distances' GPU timeline of auto in those modes
+# (scripts/kernel_timeline.py: where the stats form's time goes outside
+# its kernel; stop 57 found ~0.2 ms).
+#   bash scripts/split_stats_session.sh
+#   TIMELINE=1 MEMCHECK=1 bash scripts/split_stats_session.sh
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"
@@ -31,17 +35,26 @@ fi
 for s in ${SHAPES:-1x1048576x256 1x262144x128 1x262144x512 1x131072x1024 1x65536x2048 1x8192x8192}; do
   timeout 60 "$KC" --time-split "$s" 2>&1
 done | tee -a "$LOG"
+# Modes: off; on with the probe on A's side (auto.PROBE_B_RATIO out of
+# reach); on as auto chooses (the probe on B's side at the distances).
+run_mode() {  # mode, a script path or a module name, its arguments
+  local mode=$1 on=1 ratio=""; shift
+  [ "$mode" = off ] && on=0
+  [ "$mode" = probe_a ] && ratio="A.PROBE_B_RATIO = 1 << 40; "
+  JAXEMU_CUDA_SPLIT_STATS=$on JAX_PLATFORMS=cuda,cpu timeout 150 python3 -c "import runpy, sys
+import jaxemu.auto as A
+${ratio}target, sys.argv = sys.argv[1], sys.argv[1:]
+(runpy.run_path if target.endswith('.py') else runpy.run_module)(target, run_name='__main__')" "$@"
+}
 if [ -n "${TIMELINE:-}" ]; then
-  for on in 0 1; do
-    echo "### timeline, JAXEMU_CUDA_SPLIT_STATS=$on" | tee -a "$LOG"
-    JAX_PLATFORMS=cuda,cpu timeout 150 python3 scripts/kernel_timeline.py --cases distances --schemes fp16x3,auto \
-      --env JAXEMU_CUDA_SPLIT_STATS=$on --summary 2>&1 | tail -40 | tee -a "$LOG"
+  for mode in off probe_a auto; do
+    echo "### timeline, $mode" | tee -a "$LOG"
+    run_mode $mode scripts/kernel_timeline.py --cases distances --schemes fp16x3,auto --summary 2>&1 | tail -40 | tee -a "$LOG"
   done
   exit 0
 fi
 ARGS="--shapes ${BENCH_SHAPES:-1x1048576x256x1024,1x8192x128x262144,1x2048x2048x2048,1x8192x8192x8192} --schemes fp16x3,auto --backends cuda --reps 5 --no-baselines --error-laws="
-for on in 0 1 0; do
-  echo "### JAXEMU_CUDA_SPLIT_STATS=$on" | tee -a "$LOG"
-  JAXEMU_CUDA_SPLIT_STATS=$on JAX_PLATFORMS=cuda,cpu timeout 150 python3 -m jaxemu.bench --json "$OUT/bench_$on.json" $ARGS 2>&1 \
-    | grep -E "^1x" | tee -a "$LOG"
+for mode in off probe_a auto off; do
+  echo "### $mode" | tee -a "$LOG"
+  run_mode $mode jaxemu.bench --json "$OUT/bench_$mode.json" $ARGS 2>&1 | grep -E "^1x" | tee -a "$LOG"
 done
