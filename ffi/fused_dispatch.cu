@@ -283,6 +283,8 @@ std::string check(const SplitProblem& p) {
   // below k.
   if (p.batch * p.rows > 0 && p.stats_out && !p.exp_out)
     return "the row statistics (stats_out) need the exponents found by the split (exp_out)";
+  if (p.batch * p.rows > 0 && p.stats_probe && !p.stats_out)
+    return "stats_probe asks for the row statistics, but stats_out is null";
   if (p.batch * p.rows > 0 && p.stats_out && p.stats_probe && p.k > 0 && !p.probe)
     return "the row statistics with the probe's sums (stats_probe) need a probe";
   if (p.batch * p.rows > 0 && p.probe && !(p.stats_out && p.stats_probe))
