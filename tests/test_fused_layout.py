@@ -664,6 +664,29 @@ def test_split_with_the_extremes_alone(monkeypatch, rng):
     assert float(four[3][1, 5]) == 1.0 and float(four[0][0, 3]) == 0.0 and np.isinf(float(four[1][0, 3]))
 
 
+def _slice_path_product(a, b, scheme, scales=None, fits=False, presplit=(None, None)):
+    """The cuda backend's product as auto calls it, on the slice path (the
+    kernels' twins where use_twins is on), XLA's FP32 for fp32."""
+    return X.canonical_dot(a, b, scheme, "cuda", fits=fits) if scheme.name == "fp32" else \
+        F.fused_product(a, b, scheme, scales, fits, presplit)
+
+
+def _auto_on_the_slice_path(monkeypatch, switch, calls, a, b):
+    """auto (test_auto's AUTO) of a x b on the cuda backend's slice path
+    with JAXEMU_CUDA_SPLIT_STATS = switch: JAX's caches and the recorded
+    kernel calls cleared first."""
+    from test_auto import AUTO
+
+    from jaxemu import auto
+    from jaxemu.backends import cuda_lowering
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
+    jax.clear_caches()
+    calls.clear()
+    f = jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", _slice_path_product, "cuda",
+                                           split=cuda_lowering.split_product())[0])
+    return np.asarray(f(a, b))
+
+
 def test_auto_with_the_probe_on_bs_side(monkeypatch, rng):
     """JAXEMU_CUDA_SPLIT_STATS=1 where A has >= PROBE_B_RATIO times B's
     columns: A's split sums the four extremes alone and a row of A probes
@@ -674,7 +697,7 @@ def test_auto_with_the_probe_on_bs_side(monkeypatch, rng):
     from test_auto import AUTO
 
     from jaxemu import auto, backends
-    from jaxemu.backends import cuda_lowering, cuda_stats
+    from jaxemu.backends import cuda_stats
     calls = []
 
     def twin(name, out_types):
@@ -714,20 +737,11 @@ def test_auto_with_the_probe_on_bs_side(monkeypatch, rng):
     assert ratios[0] <= 1 < ratios[1], ratios  # one admitted, one refused
     # End to end on admitted data: fp16x3's bits, A's split with the extremes (no probe) once.
     monkeypatch.setattr(backends, "stats_for", lambda *args, **kw: kernels)
-
-    def product(a, b, scheme, scales=None, fits=False, presplit=(None, None)):
-        return X.canonical_dot(a, b, scheme, "cuda", fits=fits) if scheme.name == "fp32" else \
-            F.fused_product(a, b, scheme, scales, fits, presplit)
     a, b = T.sample("normal(0,1)", (m, k), rng), T.sample("normal(0,1)", (k, n), rng)
     a[3, 5] = np.inf
     got = {}
     for switch in ("0", "1"):
-        monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
-        jax.clear_caches()
-        calls.clear()
-        f = jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", product, "cuda",
-                                               split=cuda_lowering.split_product())[0])
-        got[switch] = np.asarray(f(a, b))
+        got[switch] = _auto_on_the_slice_path(monkeypatch, switch, calls, a, b)
         stats_forms = [shapes for name, shapes in calls if name == "jaxemu_fused_split_stats"]
         assert stats_forms == ([] if switch == "0" else [((1, m, k), (0,))]), (switch, stats_forms)
     np.testing.assert_array_equal(_nan_bits(got["1"]), _nan_bits(got["0"]))
@@ -747,7 +761,7 @@ def test_auto_takes_a_rows_statistics_from_fp16x3s_split(monkeypatch, rng):
     from test_auto import AUTO, adversarial
 
     from jaxemu import auto, backends
-    from jaxemu.backends import cuda_lowering, cuda_stats
+    from jaxemu.backends import cuda_stats
     calls = []
 
     def twin(name, out_types):
@@ -763,10 +777,6 @@ def test_auto_takes_a_rows_statistics_from_fp16x3s_split(monkeypatch, rng):
                                     split_rows=cuda_stats.KERNELS.split_rows)
     monkeypatch.setattr(backends, "stats_for", lambda *args, **kw: kernels)
 
-    def product(a, b, scheme, scales=None, fits=False, presplit=(None, None)):
-        return X.canonical_dot(a, b, scheme, "cuda", fits=fits) if scheme.name == "fp32" else \
-            F.fused_product(a, b, scheme, scales, fits, presplit)
-
     a_u, b_u = T.sample("uniform(-1,1)", (96, 320), rng), T.sample("uniform(-1,1)", (320, 64), rng)
     a_s, b_s = a_u.copy(), b_u.copy()
     a_s[3, 5], a_s[7, :], b_s[9, 4] = np.inf, np.nan, -np.inf
@@ -777,12 +787,7 @@ def test_auto_takes_a_rows_statistics_from_fp16x3s_split(monkeypatch, rng):
         assert (rep["scheme"] == "fp16x3") == (label != "refused"), (label, rep)
         got, fp16_a_splits, stats_splits = {}, {}, {}
         for switch in ("0", "1"):
-            monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
-            jax.clear_caches()
-            calls.clear()
-            f = jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", product, "cuda",
-                                                   split=cuda_lowering.split_product())[0])
-            got[switch] = np.asarray(f(a, b))
+            got[switch] = _auto_on_the_slice_path(monkeypatch, switch, calls, a, b)
             fp16_a_splits[switch] = sum(1 for n, shape, st, tr in calls
                                         if n == "jaxemu_fused_split" and st == 1 and not tr and shape == (1,) + a.shape)
             stats_splits[switch] = sum(1 for n, *_ in calls if n == "jaxemu_fused_split_stats")
@@ -807,7 +812,7 @@ def test_auto_takes_a_rows_statistics_from_fp16x3s_split(monkeypatch, rng):
     a, b = T.sample("uniform(-1,1)", (40, 8200), rng), T.sample("uniform(-1,1)", (8200, 24), rng)
     assert F.split_rows_with_stats(jnp.asarray(a)[None], jnp.ones((1, 8200), jnp.float32), 24) is None
     calls.clear()
-    jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", product, "cuda")[0])(a, b)
+    jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", _slice_path_product, "cuda")[0])(a, b)
     assert not any(n == "jaxemu_fused_split_stats" for n, *_ in calls)
     jax.clear_caches()
 
