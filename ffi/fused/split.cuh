@@ -68,6 +68,17 @@ __host__ __device__ __forceinline__ float round_bits(float x, int mant) {
   return (is_inf(r) && !is_inf(x)) ? truncate_bits(x, mant) : r;
 }
 
+// |x| as float32 bits, sign cleared: as integers these order every finite
+// value below Inf and Inf below NaN (the split's amax_bits).
+__host__ __device__ __forceinline__ uint32_t abs_bits(float x) { return bits_of(x) & 0x7FFFFFFFu; }
+
+// Below these |x| (as abs_bits) the device's conversions round as the bit
+// code does: fp16 below 65520, which it cannot overflow; bf16 to nearest
+// below the midpoint between its largest finite value and 2^128, where it
+// cannot round to Inf. NaN and Inf lie above both.
+constexpr uint32_t kFP16HardwareBits = 0x477FF000u;  // 65520
+constexpr uint32_t kBF16HardwareBits = 0x7F7F8000u;
+
 // The fp16 grid value of x (|x| < 65504 after row scaling), subnormals
 // included: to nearest even or toward zero (xla.py: to_fp16_grid).
 // On the device, the hardware conversion rounds onto the same grid (to
@@ -77,7 +88,7 @@ __host__ __device__ __forceinline__ float round_bits(float x, int mant) {
 // tests/native/kernel_check's split cases hold the two to the same bits.
 __host__ __device__ __forceinline__ float fp16_grid(float x, bool truncate) {
 #ifdef __CUDA_ARCH__
-  if ((bits_of(x) & 0x7FFFFFFFu) < 0x477FF000u)  // |x| < 65520
+  if (abs_bits(x) < kFP16HardwareBits)
     return __half2float(truncate ? __float2half_rz(x) : __float2half_rn(x));
 #endif
   if ((bits_of(x) & 0x7FFFFFFFu) < 0x38800000u) {  // |x| < 2^-14 (zeros too): the 2^-24 grid
@@ -87,10 +98,6 @@ __host__ __device__ __forceinline__ float fp16_grid(float x, bool truncate) {
   return truncate ? truncate_bits(x, 10) : round_bits(x, 10);
 }
 
-// |x| as float32 bits, sign cleared: as integers these order every finite
-// value below Inf and Inf below NaN (the split's amax_bits).
-__host__ __device__ __forceinline__ uint32_t abs_bits(float x) { return bits_of(x) & 0x7FFFFFFFu; }
-
 // One slice of a residual r: rounded onto the format's grid.
 __host__ __device__ __forceinline__ float slice_of(const SplitProblem& p, float r) {
   if (p.type == SliceType::kFP16) return fp16_grid(r, p.truncate);
@@ -99,7 +106,7 @@ __host__ __device__ __forceinline__ float slice_of(const SplitProblem& p, float 
   // bf16 to nearest even in hardware where it cannot round to Inf (|r| below
   // the midpoint between bf16's largest finite value and 2^128): the same
   // bits as round_bits (see fp16_grid).
-  if (p.type == SliceType::kBF16 && !p.truncate && (bits_of(r) & 0x7FFFFFFFu) < 0x7F7F8000u)
+  if (p.type == SliceType::kBF16 && !p.truncate && abs_bits(r) < kBF16HardwareBits)
     return __bfloat162float(__float2bfloat16_rn(r));
 #endif
   return p.truncate ? truncate_bits(r, mant) : round_bits(r, mant);
@@ -115,18 +122,17 @@ __host__ __device__ __forceinline__ uint32_t storage_bits(SliceType t, float v) 
 }
 
 #ifdef __CUDA_ARCH__
-// Whether the hardware rounds every residual of r as slice_of does (the
-// ranges of its own hardware paths): fp16 below 65520 (as fp16_grid), bf16
-// to nearest below the midpoint between its largest finite value and 2^128
-// (no scheme truncates bf16: schemes.py allows bit-cut fp16 only). NaN and
-// Inf fail both; tf32 never passes.
+// Whether the hardware rounds every residual of r as slice_of does (below
+// kFP16HardwareBits / kBF16HardwareBits; bf16 to nearest only: no scheme
+// truncates bf16, schemes.py allows bit-cut fp16 only). NaN and Inf fail
+// both; tf32 never passes.
 template <int N>
 __device__ __forceinline__ bool in_hardware_range(const SplitProblem& p, const float (&r)[N]) {
   uint32_t a = 0;
 #pragma unroll
-  for (int q = 0; q < N; ++q) a = max(a, bits_of(r[q]) & 0x7FFFFFFFu);
-  if (p.type == SliceType::kFP16) return a < 0x477FF000u;
-  return p.type == SliceType::kBF16 && !p.truncate && a < 0x7F7F8000u;
+  for (int q = 0; q < N; ++q) a = max(a, abs_bits(r[q]));
+  if (p.type == SliceType::kFP16) return a < kFP16HardwareBits;
+  return p.type == SliceType::kBF16 && !p.truncate && a < kBF16HardwareBits;
 }
 
 // The 16-bit slices of two residuals r0, r1 in one conversion instruction
