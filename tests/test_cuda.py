@@ -167,17 +167,24 @@ def test_split_with_stats_gives_the_splits_and_the_statistics_kernels_numbers(rn
             exact = t.sum(axis=2) if i == 4 else terms
             assert np.all(np.abs(st[i] - exact) <= slack * terms), (i, bsz, rows, k)
         np.testing.assert_allclose(st[7], ref[7], rtol=1e-5, err_msg=str((bsz, rows, k)))
-    # Where it cannot run: rows past 8192 values, and the switch off.
+    # Where it cannot run: rows past 8192 values, the switch off, and by
+    # default (the switch unset) the probe's form; the extremes alone run.
     assert F.split_rows_with_stats(jnp.ones((1, 4, 8200)), jnp.ones((1, 8200)), 4096) is None
     monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "0")
     assert F.split_rows_with_stats(jnp.ones((1, 4, 256)), jnp.ones((1, 256)), 4096) is None
+    assert F.split_rows_with_stats(jnp.ones((1, 4, 256)), None, 4096) is None
+    monkeypatch.delenv("JAXEMU_CUDA_SPLIT_STATS")
+    assert F.split_rows_with_stats(jnp.ones((1, 4, 256)), jnp.ones((1, 256)), 4096) is None
+    assert F.split_rows_with_stats(jnp.ones((1, 4, 256)), None, 4096) is not None
 
 
 def test_auto_with_the_split_stats_chooses_as_with_the_statistics_kernel(monkeypatch, rng):
     # auto on the k-means distances' kind of shape (K = 256, x @ c.T) and a
-    # square, JAXEMU_CUDA_SPLIT_STATS 0 and 1: the same choice (by the
-    # result's error), the stats split in the lowering with the switch on,
-    # and errors within fp16x3's against float64.
+    # square, JAXEMU_CUDA_SPLIT_STATS 0, unset and 1: the same choice (by
+    # the result's error), the stats split in the lowering with the switch
+    # "1", and unset only where the probe runs over B's side (the
+    # distances: auto.probe_on_b), errors within fp16x3's against float64.
+    from jaxemu import auto
     monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")
     # (shapes where the shipped cost model plans fp16x3 first, its test included)
     cases = [(T.sample("uniform(-1,1)", (65536, 256), rng), T.sample("uniform(-1,1)", (1024, 256), rng).T),
@@ -185,17 +192,21 @@ def test_auto_with_the_split_stats_chooses_as_with_the_statistics_kernel(monkeyp
     for a, b in cases:
         ref = a.astype(np.float64) @ b.astype(np.float64)
         out = {}
-        for switch in ("0", "1"):
-            monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
+        for switch in ("0", "unset", "1"):
+            if switch == "unset":
+                monkeypatch.delenv("JAXEMU_CUDA_SPLIT_STATS", raising=False)
+            else:
+                monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
             jax.clear_caches()
             f = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="auto"))
             hlo = f.lower(a, b).as_text()
-            assert ("jaxemu_fused_split_stats" in hlo) == (switch == "1"), (a.shape, switch)
+            by_default = switch == "unset" and auto.probe_on_b(a.shape[0], b.shape[1])
+            assert ("jaxemu_fused_split_stats" in hlo) == (switch == "1" or by_default), (a.shape, switch)
             out[switch] = np.asarray(f(a, b))
         fp = np.asarray(run("fp16x3", a, b))
         err = {k: np.linalg.norm(v - ref) / np.linalg.norm(ref) for k, v in out.items()}
         err16 = np.linalg.norm(fp - ref) / np.linalg.norm(ref)
-        assert err["0"] == err["1"] and err["1"] <= 1.01 * err16, (a.shape, err, err16)
+        assert err["0"] == err["1"] == err["unset"] and err["1"] <= 1.01 * err16, (a.shape, err, err16)
 
 
 @pytest.mark.parametrize("law", T.LAWS)

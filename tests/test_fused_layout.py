@@ -679,7 +679,10 @@ def _auto_on_the_slice_path(monkeypatch, switch, calls, a, b):
 
     from jaxemu import auto
     from jaxemu.backends import cuda_lowering
-    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
+    if switch == "unset":
+        monkeypatch.delenv("JAXEMU_CUDA_SPLIT_STATS", raising=False)
+    else:
+        monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
     jax.clear_caches()
     calls.clear()
     f = jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", _slice_path_product, "cuda",
@@ -740,11 +743,12 @@ def test_auto_with_the_probe_on_bs_side(monkeypatch, rng):
     a, b = T.sample("normal(0,1)", (m, k), rng), T.sample("normal(0,1)", (k, n), rng)
     a[3, 5] = np.inf
     got = {}
-    for switch in ("0", "1"):
+    for switch in ("0", "unset", "1"):  # (unset: on where the probe runs over B's side)
         got[switch] = _auto_on_the_slice_path(monkeypatch, switch, calls, a, b)
         stats_forms = [shapes for name, shapes in calls if name == "jaxemu_fused_split_stats"]
         assert stats_forms == ([] if switch == "0" else [((1, m, k), (0,))]), (switch, stats_forms)
     np.testing.assert_array_equal(_nan_bits(got["1"]), _nan_bits(got["0"]))
+    np.testing.assert_array_equal(_nan_bits(got["unset"]), _nan_bits(got["0"]))
     assert jaxemu.auto_report(a, b, AUTO)["scheme"] == "fp16x3"
     jax.clear_caches()
 
@@ -786,13 +790,14 @@ def test_auto_takes_a_rows_statistics_from_fp16x3s_split(monkeypatch, rng):
         rep = jaxemu.auto_report(a, b, AUTO)
         assert (rep["scheme"] == "fp16x3") == (label != "refused"), (label, rep)
         got, fp16_a_splits, stats_splits = {}, {}, {}
-        for switch in ("0", "1"):
+        for switch in ("0", "unset", "1"):  # (unset: the probe's form only where "1")
             got[switch] = _auto_on_the_slice_path(monkeypatch, switch, calls, a, b)
             fp16_a_splits[switch] = sum(1 for n, shape, st, tr in calls
                                         if n == "jaxemu_fused_split" and st == 1 and not tr and shape == (1,) + a.shape)
             stats_splits[switch] = sum(1 for n, *_ in calls if n == "jaxemu_fused_split_stats")
         np.testing.assert_array_equal(_nan_bits(got["1"]), _nan_bits(got["0"]), err_msg=label)
-        assert stats_splits == {"0": 0, "1": 1}, (label, stats_splits)
+        np.testing.assert_array_equal(_nan_bits(got["unset"]), _nan_bits(got["0"]), err_msg=label)
+        assert stats_splits == {"0": 0, "unset": 0, "1": 1}, (label, stats_splits)
         # (fp16x3's two branches, with and without FP32's special-value rules, each split A before)
         assert fp16_a_splits["0"] - fp16_a_splits["1"] == 2, (label, fp16_a_splits)
     # The statistics themselves, field by field: those of the statistics'

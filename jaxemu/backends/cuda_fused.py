@@ -308,15 +308,21 @@ EXTREMES_COUNT = 4  # ... without it
 SPLIT_STATS_MAX_K = 8192
 
 
-def split_takes_stats(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
-    """Whether auto's row statistics of A (with the probe) can come from
-    fp16x3's split of A for this product (``split_rows_with_stats``): the
-    scheme splits A with fp16 row scaling and no exact operand, the product
-    reads its operands' split (the slice path: ``presplit_pays``), A's rows
-    hold at most SPLIT_STATS_MAX_K values (K padded to the tile), the split
-    finds exponents (JAXEMU_CUDA_SPLIT_EXPS not "0"), and
-    JAXEMU_CUDA_SPLIT_STATS is "1" (opt-in: switches.py)."""
-    return (switches.enabled("split_stats") and switches.enabled("split") and switches.enabled("split_exps")
+def split_takes_stats(s: FloatSplit, m: int, k: int, n: int, batch: int = 1, probe: bool = True) -> bool:
+    """Whether auto's row statistics of A can come from fp16x3's split of A
+    for this product (``split_rows_with_stats``): the scheme splits A with
+    fp16 row scaling and no exact operand, the product reads its operands'
+    split (the slice path: ``presplit_pays``), A's rows hold at most
+    SPLIT_STATS_MAX_K values (K padded to the tile), the split finds
+    exponents (JAXEMU_CUDA_SPLIT_EXPS not "0"), and JAXEMU_CUDA_SPLIT_STATS
+    allows it: by default only the four extremes (``probe`` False: auto's
+    probe runs over B's side, auto.probe_on_b), which paid end to end on
+    the H200 (k-means' distances, auto over fp16x3 1.02 against 1.08 with
+    the statistics' own pass, stop 58); with the probe's four sums as well
+    only where the switch is "1" (it lost end to end in stops 56-58:
+    docs/auto.md)."""
+    allowed = switches.forced("split_stats") if probe else switches.enabled("split_stats")
+    return (allowed and switches.enabled("split") and switches.enabled("split_exps")
             and s.fmt == "fp16" and s.scaling == "row" and not any(s.exact)
             and 0 < padded_k(k, s) <= SPLIT_STATS_MAX_K and presplit_pays(s, m, k, n, batch))
 
@@ -334,7 +340,7 @@ def split_rows_with_stats(a, v, n: int, scheme="fp16x3"):
     the same as auto's row scales from those maxima."""
     s = get_scheme(scheme)
     bsz, m, k = a.shape
-    if not split_takes_stats(s, m, k, n, bsz):
+    if not split_takes_stats(s, m, k, n, bsz, probe=v is not None):
         return None
     kp = padded_k(k, s)
     tk = tile_k(s.fmt)
