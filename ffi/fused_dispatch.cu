@@ -8,6 +8,7 @@
 #include "fused/inst/configs.inc"
 #include "fused/f32_special.cuh"
 #include "fused/split.cuh"
+#include "stats/row_stats.cuh"
 
 namespace jaxemu {
 namespace fused {
@@ -46,26 +47,135 @@ __global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p) {
   if (p.amax_bits) reduce_amax(p, m);
 }
 
+// The tasks of row row_id that thread `first` of the Stride threads holding
+// the row takes (split_rows_exp_kernel: a lane of Lanes; split_rows_exp_
+// block_kernel: a thread of the block): task i is the row's group
+// i Stride + first of kRowValues values (a warp's loads: adjacent 32-byte
+// pieces), loaded into v[i], zeros past k and past the row's groups (a dead
+// row's, live false, too: nothing is loaded). *m takes the values' largest
+// abs_bits (amax_bits); returns their largest finite_abs_bits.
+template <int Stride, int Tasks>
+__device__ __forceinline__ uint32_t load_row_tasks(const SplitProblem& p, int64_t row_id, bool live, int first,
+                                                   float (&v)[Tasks][kRowValues], uint32_t* m) {
+  const int64_t groups = p.k_out / kRowValues;
+  uint32_t finite_max = 0;
+#pragma unroll
+  for (int i = 0; i < Tasks; ++i) {
+    const int64_t g = int64_t(i) * Stride + first;
+    load_row_values<kRowValues>(p, live ? row_id : 0, live && g < groups ? g * kRowValues : p.k, v[i]);  // (zeros)
+#pragma unroll
+    for (int j = 0; j < kRowValues; ++j) {
+      *m = max(*m, abs_bits(v[i][j]));
+      finite_max = max(finite_max, finite_abs_bits(v[i][j]));
+    }
+  }
+  return finite_max;
+}
+
+// The slices of the tasks load_row_tasks gave v, scaled by 2^e: those of
+// the row's groups (none past its end).
+template <int Stride, int Tasks>
+__device__ __forceinline__ void write_row_tasks(const SplitProblem& p, int64_t row_id, int first,
+                                                const float (&v)[Tasks][kRowValues], int e) {
+  const int64_t groups = p.k_out / kRowValues;
+#pragma unroll
+  for (int i = 0; i < Tasks; ++i) {
+    const int64_t g = int64_t(i) * Stride + first;
+    if (g < groups) write_slices<kRowValues>(p, v[i], e, row_id, g * kRowValues);
+  }
+}
+
+// What the split's statistics form sums per row (SplitProblem::stats_out):
+// nothing, the four extremes (max, min nonzero and sum of |x|, the
+// non-finite flag), or those and the probe's four sums.
+enum RowStats : int { kNoStats = 0, kExtremes = 1, kWithProbe = 2 };
+
+// auto's row statistics (stats/params.h; stats::RowPartial, the row
+// kernel's rules) of the values that load_row_tasks gave v: the thread's
+// partial over its tasks i and their values j in that order, with the
+// probe (kProbe) each with the probe's value at the same K (0 past k: the
+// probe is read only below k, and not for a dead row). Its amax, summed
+// apart (stats::Extremes), equals the float of the kernel's finite_max
+// (the same maximum of the same values). Here rather than in a second
+// pass: auto's data test read A once more for these
+// (stats::row_stats_warp_kernel).
+template <int Stride, int Tasks, bool kProbe>
+__device__ __forceinline__ stats::RowPartial<kProbe> row_tasks_stats(const SplitProblem& p, int64_t row_id, bool live,
+                                                                     int first, const float (&v)[Tasks][kRowValues]) {
+  stats::RowPartial<kProbe> acc;
+  if constexpr (kProbe) {
+    const int64_t groups = p.k_out / kRowValues;
+    // The probe of the row's batch entry (no division for entry 0: all rows
+    // when batch is 1, as stats::reduce_row).
+    const int64_t b = !live || row_id < p.rows ? 0 : row_id / p.rows;
+#pragma unroll
+    for (int i = 0; i < Tasks; ++i) {
+      const int64_t g = int64_t(i) * Stride + first;
+      float pv[kRowValues];
+      load_values<kRowValues>(p.probe, p.k, b, live && g < groups ? g * kRowValues : p.k, pv);  // (zeros)
+#pragma unroll
+      for (int j = 0; j < kRowValues; ++j) acc.add(v[i][j], pv[j]);
+    }
+  } else {
+    // (Padding past k and a dead row's values are zeros: they change no
+    // extreme.)
+#pragma unroll
+    for (int i = 0; i < Tasks; ++i)
+#pragma unroll
+      for (int j = 0; j < kRowValues; ++j) acc.add(v[i][j], 0.f);
+  }
+  return acc;
+}
+
+// A butterfly over groups of Lanes lanes of a warp (xor shuffles at
+// offsets Lanes / 2 .. 1): every lane of a group ends with the same merge
+// of the group's partials, in the same order on every run (merge's sums
+// commute: a + b and b + a are the same float). Every lane of the warp
+// calls it (full-warp shuffles).
+template <int Lanes, bool kProbe>
+__device__ __forceinline__ void merge_lanes(stats::RowPartial<kProbe>& acc) {
+#pragma unroll
+  for (int o = Lanes / 2; o > 0; o /= 2) acc.merge(acc.shfl_xor(o));
+}
+
+// Row row_id's statistics into p.stats_out (the row kernel's store: its layout).
+template <bool kProbe>
+__device__ __forceinline__ void store_row_stats(const SplitProblem& p, int64_t row_id,
+                                                const stats::RowPartial<kProbe>& acc) {
+  stats::RowStatsProblem out;
+  out.out = p.stats_out;
+  out.batch = p.batch;
+  out.rows = p.rows;
+  stats::store<kProbe>(out, row_id, acc);
+}
+
 // The split of a (batch, rows, k) operand that finds fp16's row exponents
 // itself (SplitProblem::exp_out) instead of taking them from an XLA pass
 // over x first: Lanes lanes of a warp per row (k_out <= kSplitExpMaxK), its
 // values held in registers, kRowValues per task as split_rows_kernel's,
-// task i of the row's lane l being the row's group Lanes i + l (a warp's
-// loads: adjacent 32-byte pieces); the row's largest finite |x| by a
-// maximum over its lanes (xor shuffles within Lanes), its exponent
-// (fp16_row_exponent, as xla.py's), then the tasks' slices as
-// split_rows_task writes them. One read of x instead of two. Lanes and
-// Tasks per lane: the fewest that cover k_out (8, 16 lanes for rows of up
+// task i of the row's lane l being the row's group Lanes i + l
+// (load_row_tasks); the row's largest finite |x| by a maximum over its
+// lanes (xor shuffles within Lanes), its exponent (fp16_row_exponent, as
+// xla.py's), then the tasks' slices as split_rows_task writes them. One
+// read of x instead of two. Lanes and Tasks per lane (split.cuh:
+// split_exp_shape): the fewest that cover k_out (8, 16 lanes for rows of up
 // to 64, 128 values: no lane idles at kNN's K = 128; else 32 lanes and 1,
-// 2, 4 or 8 tasks, 8 taking 120 registers per thread, sm_90a). Every lane
-// runs the same number of iterations (the shuffles need the whole warp);
-// a lane past the last row loads nothing and writes nothing.
-template <int Lanes, int Tasks>
+// 2, 4 or 8 tasks, 8 taking 120 registers per thread, sm_90a, 128 with
+// kStats: still two blocks of 256 per SM, no spills). Every lane runs the
+// same number of iterations (the shuffles need the whole warp); a lane past
+// the last row loads nothing and writes nothing. kStats (RowStats) other
+// than kNoStats: auto's row statistics too, the extremes alone or with the
+// probe's sums (SplitProblem::stats_out; row_tasks_stats), from the
+// values already in registers: the data test's read of A saved; the lanes'
+// partials meet in a butterfly over the row's lanes, lane 0 of a live row
+// stores (a dead row's lanes take part in the shuffles: zeros, no probe).
+template <int Lanes, int Tasks, int kStats>
 __global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem p) {
   static_assert(Lanes == 8 || Lanes == 16 || Lanes == 32, "8, 16 or 32 lanes per row");
+  constexpr bool kProbe = kStats == kWithProbe;
   constexpr int kRowsPerWarp = 32 / Lanes;
   const int lane = threadIdx.x % Lanes;
-  const int64_t groups = p.k_out / kRowValues, row_count = p.batch * p.rows;
+  const int64_t row_count = p.batch * p.rows;
   const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   const int64_t warp_rows = (row_count + kRowsPerWarp - 1) / kRowsPerWarp;
@@ -74,27 +184,76 @@ __global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem 
     const int64_t row_id = w * kRowsPerWarp + (threadIdx.x % 32) / Lanes;
     const bool live = row_id < row_count;
     float v[Tasks][kRowValues];
-    uint32_t finite_max = 0;
-#pragma unroll
-    for (int i = 0; i < Tasks; ++i) {
-      const int64_t g = int64_t(i) * Lanes + lane;
-      load_row_values<kRowValues>(p, live ? row_id : 0, live && g < groups ? g * kRowValues : p.k, v[i]);  // (zeros)
-#pragma unroll
-      for (int j = 0; j < kRowValues; ++j) {
-        m = max(m, abs_bits(v[i][j]));
-        finite_max = max(finite_max, finite_abs_bits(v[i][j]));
-      }
-    }
+    uint32_t finite_max = load_row_tasks<Lanes, Tasks>(p, row_id, live, lane, v, &m);
 #pragma unroll
     for (int o = Lanes / 2; o > 0; o /= 2) finite_max = max(finite_max, __shfl_xor_sync(0xffffffffu, finite_max, o));
+    if constexpr (kStats != kNoStats) {
+      stats::RowPartial<kProbe> acc = row_tasks_stats<Lanes, Tasks, kProbe>(p, row_id, live, lane, v);
+      merge_lanes<Lanes>(acc);
+      if (live && lane == 0) store_row_stats(p, row_id, acc);
+    }
     if (!live) continue;
     const int e = fp16_row_exponent(finite_max);
     if (lane == 0) p.exp_out[row_id] = e;
-#pragma unroll
-    for (int i = 0; i < Tasks; ++i) {
-      const int64_t g = int64_t(i) * Lanes + lane;
-      if (g < groups) write_slices<kRowValues>(p, v[i], e, row_id, g * kRowValues);
+    write_row_tasks<Lanes, Tasks>(p, row_id, lane, v, e);
+  }
+  if (p.amax_bits) reduce_amax(p, m);
+}
+
+// split_rows_exp_kernel's work for rows of kSplitExpMaxK < k_out <=
+// kSplitExpBlockMaxK values, too many for a warp's registers: a block of
+// kSplitExpBlockThreads threads per row (grid-stride over rows), thread t's
+// task i the row's group 256 i + t (load_row_tasks: adjacent 32-byte pieces
+// per warp, as the warp form's), Tasks = 2 or 4 (split.cuh:
+// split_exp_shape). The row's largest finite |x|: each warp's maximum, then
+// the 8 warps' through shared memory, read by every thread (so every thread
+// scales by the same exponent); thread 0 writes the exponent, every thread
+// its tasks' slices. kStats: each thread's partial over its tasks
+// (row_tasks_stats), a butterfly within each warp, then the 8 warp
+// partials merged by warp 0's lanes, lane l reading warp l % 8's, in a
+// butterfly over 8 lanes (offsets 4, 2, 1: the pairwise tree ((w0 + w4) +
+// (w2 + w6)) + ((w1 + w5) + (w3 + w7)), 3 roundings deep where warps 0..7
+// one after another would be 7: the probe's chain is ceil(k_out / 2048) x 8
+// values + 5 + 3, within cuda_stats.probe_roundings); thread 0 stores. A
+// fixed order: the same bits on every run. The warps' maxima and partials
+// go through shared memory in two buffers, alternate rows taking the
+// other: a warp that is a row ahead writes the buffer that no thread reads
+// any more (every thread has passed this row's barrier, so has read the
+// buffer of the row before), one barrier per row.
+template <int Tasks, int kStats>
+__global__ void __launch_bounds__(kSplitExpBlockThreads) split_rows_exp_block_kernel(const SplitProblem p) {
+  constexpr int kWarps = kSplitExpBlockThreads / 32;
+  constexpr bool kProbe = kStats == kWithProbe;
+  static_assert(kWarps == 8, "the warp partials' butterfly takes lanes 0..7");
+  __shared__ uint32_t warp_max[2][kWarps];
+  __shared__ stats::RowPartial<kProbe> warp_stats[2][kStats != kNoStats ? kWarps : 1];
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  const int64_t row_count = p.batch * p.rows;
+  uint32_t m = 0;
+  int buf = 0;
+  for (int64_t row_id = blockIdx.x; row_id < row_count; row_id += gridDim.x, buf ^= 1) {  // (uniform across the block)
+    float v[Tasks][kRowValues];
+    uint32_t finite_max = load_row_tasks<kSplitExpBlockThreads, Tasks>(p, row_id, true, t, v, &m);
+    finite_max = __reduce_max_sync(0xffffffffu, finite_max);
+    if (lane == 0) warp_max[buf][warp] = finite_max;
+    if constexpr (kStats != kNoStats) {
+      stats::RowPartial<kProbe> acc = row_tasks_stats<kSplitExpBlockThreads, Tasks, kProbe>(p, row_id, true, t, v);
+      merge_lanes<32>(acc);
+      if (lane == 0) warp_stats[buf][warp] = acc;
     }
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) finite_max = max(finite_max, warp_max[buf][w]);
+    if constexpr (kStats != kNoStats) {
+      if (warp == 0) {
+        stats::RowPartial<kProbe> acc = warp_stats[buf][lane % kWarps];
+        merge_lanes<kWarps>(acc);
+        if (lane == 0) store_row_stats(p, row_id, acc);
+      }
+    }
+    const int e = fp16_row_exponent(finite_max);
+    if (t == 0) p.exp_out[row_id] = e;
+    write_row_tasks<kSplitExpBlockThreads, Tasks>(p, row_id, t, v, e);
   }
   if (p.amax_bits) reduce_amax(p, m);
 }
@@ -119,23 +278,59 @@ std::string check(const SplitProblem& p) {
   if (p.lo_scale_bits < 0 || p.lo_scale_bits > 14) return "lo_scale_bits must be in 0..14";
   if (p.batch < 0 || p.rows < 0 || p.k < 0 || p.k_out < p.k) return "the output must cover the operand (k_out >= k)";
   if (p.k_out % tile_k(p.type)) return "k_out must be a multiple of the tile's K";
+  // The row statistics come from the kernel that finds the exponents (rows
+  // of K = 0 too: it writes their statistics); the probe, if any, is read
+  // below k.
+  if (p.batch * p.rows > 0 && p.stats_out && !p.exp_out)
+    return "the row statistics (stats_out) need the exponents found by the split (exp_out)";
+  if (p.batch * p.rows > 0 && p.stats_probe && !p.stats_out)
+    return "stats_probe asks for the row statistics, but stats_out is null";
+  if (p.batch * p.rows > 0 && p.stats_out && p.stats_probe && p.k > 0 && !p.probe)
+    return "the row statistics with the probe's sums (stats_probe) need a probe";
+  if (p.batch * p.rows > 0 && p.probe && !(p.stats_out && p.stats_probe))
+    return "a probe is only read for the row statistics with the probe's sums (stats_out, stats_probe)";
   if (p.batch * p.rows * p.k_out == 0) return "";
   if (!p.out || !aligned16(p.out)) return "the slices must be a 16-byte aligned buffer";
   if (p.k > 0 && !p.x) return "missing operand";
-  if (p.exp_out && (p.transposed || p.type != SliceType::kFP16 || p.exp || p.k_out > kSplitExpMaxK))
-    return "finding the row exponents: fp16 slices of rows (not transposed) of up to " +
-           std::to_string(kSplitExpMaxK) + " values, no exponents given";
+  if (p.exp_out && (p.transposed || p.type != SliceType::kFP16 || p.exp || p.k_out > kSplitExpBlockMaxK))
+    return "finding the row exponents: fp16 slices of rows (not transposed) of K_out <= " +
+           std::to_string(kSplitExpBlockMaxK) + " values, no exponents given";
   return "";
+}
+
+// split_rows_exp_kernel with the Lanes and Tasks of p's rows (split.cuh:
+// split_exp_shape), or past kSplitExpMaxK split_rows_exp_block_kernel (a
+// block per row), at most cap blocks.
+template <int kStats>
+static void launch_rows_exp(const SplitProblem& p, int64_t cap, cudaStream_t stream) {
+  const int64_t rows = p.batch * p.rows;
+  static_assert(kSplitExpMaxK == 32 * kRowValues * 8, "tasks per lane: 1, 2, 4 or 8");
+  static_assert(kSplitExpBlockMaxK == kSplitExpBlockThreads * kRowValues * 4, "tasks per thread: 2 or 4");
+  auto blocks = [&](int rows_per_warp) { return int(std::min((rows + 8 * rows_per_warp - 1) / (8 * rows_per_warp), cap)); };
+  const SplitExpShape s = split_exp_shape(p.k_out / kRowValues);
+  const int row_blocks = int(std::min(rows, cap));
+  if (s.lanes == 8) split_rows_exp_kernel<8, 1, kStats><<<blocks(4), 256, 0, stream>>>(p);
+  else if (s.lanes == 16) split_rows_exp_kernel<16, 1, kStats><<<blocks(2), 256, 0, stream>>>(p);
+  else if (s.lanes == kSplitExpBlockThreads && s.tasks == 2)
+    split_rows_exp_block_kernel<2, kStats><<<row_blocks, kSplitExpBlockThreads, 0, stream>>>(p);
+  else if (s.lanes == kSplitExpBlockThreads)
+    split_rows_exp_block_kernel<4, kStats><<<row_blocks, kSplitExpBlockThreads, 0, stream>>>(p);
+  else if (s.tasks == 1) split_rows_exp_kernel<32, 1, kStats><<<blocks(1), 256, 0, stream>>>(p);
+  else if (s.tasks == 2) split_rows_exp_kernel<32, 2, kStats><<<blocks(1), 256, 0, stream>>>(p);
+  else if (s.tasks == 4) split_rows_exp_kernel<32, 4, kStats><<<blocks(1), 256, 0, stream>>>(p);
+  else split_rows_exp_kernel<32, 8, kStats><<<blocks(1), 256, 0, stream>>>(p);
 }
 
 std::string run(const SplitProblem& p, cudaStream_t stream) {
   std::string why = check(p);
   if (!why.empty()) return why;
-  if (p.exp_out && p.batch * p.rows > 0 && p.k_out == 0) {  // rows without values: exponent 0, the rule's
+  // Rows without values: exponent 0, the rule's; with the statistics, the
+  // kernel below writes both (it loads no value: every one is padding).
+  if (p.exp_out && !p.stats_out && p.batch * p.rows > 0 && p.k_out == 0) {
     const cudaError_t e = cudaMemsetAsync(p.exp_out, 0, size_t(p.batch * p.rows) * sizeof(int32_t), stream);
     return e == cudaSuccess ? "" : std::string("split: memset of the exponents: ") + cudaGetErrorString(e);
   }
-  if (p.batch * p.rows * p.k_out == 0) return "";
+  if (p.batch * p.rows * (p.stats_out ? 1 : p.k_out) == 0) return "";
   static int sms_cache[64] = {};
   int device = 0, sms = 132;
   if (cudaGetDevice(&device) == cudaSuccess) {
@@ -148,15 +343,9 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
   const int64_t cap = p.max_blocks > 0 ? p.max_blocks : int64_t(sms) * 16;
   // One row of a transposed operand, (L, K, 1), is laid out as (L, 1, K).
   if (p.exp_out) {
-    const int64_t groups = p.k_out / kRowValues, rows = p.batch * p.rows;
-    static_assert(kSplitExpMaxK == 32 * kRowValues * 8, "tasks per lane: 1, 2, 4 or 8");
-    auto blocks = [&](int rows_per_warp) { return int(std::min((rows + 8 * rows_per_warp - 1) / (8 * rows_per_warp), cap)); };
-    if (groups <= 8) split_rows_exp_kernel<8, 1><<<blocks(4), 256, 0, stream>>>(p);
-    else if (groups <= 16) split_rows_exp_kernel<16, 1><<<blocks(2), 256, 0, stream>>>(p);
-    else if (groups <= 32) split_rows_exp_kernel<32, 1><<<blocks(1), 256, 0, stream>>>(p);
-    else if (groups <= 64) split_rows_exp_kernel<32, 2><<<blocks(1), 256, 0, stream>>>(p);
-    else if (groups <= 128) split_rows_exp_kernel<32, 4><<<blocks(1), 256, 0, stream>>>(p);
-    else split_rows_exp_kernel<32, 8><<<blocks(1), 256, 0, stream>>>(p);
+    if (!p.stats_out) launch_rows_exp<kNoStats>(p, cap, stream);
+    else if (p.stats_probe) launch_rows_exp<kWithProbe>(p, cap, stream);
+    else launch_rows_exp<kExtremes>(p, cap, stream);
   } else if (p.transposed && p.rows != 1) {
     const int blocks = int(std::min(transposed_tiles(p.batch, p.k_out, p.rows), cap));
     split_transposed_kernel<<<blocks, kTileThreads, 0, stream>>>(p);

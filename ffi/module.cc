@@ -251,68 +251,94 @@ XLA_FFI_DEFINE_HANDLER(kFusedF32, FusedF32Impl,
                            .Attr<int64_t>("fp16")        // fp16 slices, rows scaled (row_exp, col_exp)
                            .Attr<int64_t>("exp_headroom"));  // >= 0: fp16's exponents found in the kernel
 
+// What the split handlers share (fused/params.h: SplitProblem), each check
+// an InvalidArgument prefixed by `who`: x (L, R, K), or (L, K, R) with
+// `transposed`, float32; the slices `out` (L, R, K_out / TK, S, TK) of the
+// slice dtype (slice_type 0 bf16, 1 fp16, 2 tf32); S, lo_scale_bits and
+// truncate; amax (1,) int32 (SplitProblem::amax_bits). Into *p.
+ffi::Error split_problem(const std::string& who, ffi::AnyBuffer x, ffi::AnyBuffer out, ffi::AnyBuffer amax,
+                         int64_t slice_type, int64_t lo_scale_bits, int64_t truncate, int64_t transposed,
+                         fused::SplitProblem* p) {
+  auto dx = x.dimensions(), dout = out.dimensions();
+  if (slice_type < 0 || slice_type > 2) return ffi::Error::InvalidArgument(who + ": bad slice type");
+  p->type = slice_type == 0 ? fused::SliceType::kBF16 : slice_type == 1 ? fused::SliceType::kFP16 : fused::SliceType::kTF32;
+  const ffi::DataType want = slice_type == 0 ? ffi::DataType::BF16 : slice_type == 1 ? ffi::DataType::F16 : ffi::DataType::F32;
+  if (x.element_type() != ffi::DataType::F32 || out.element_type() != want)
+    return ffi::Error::InvalidArgument(who + ": x must be float32 and the slices of the slice dtype");
+  const int64_t tk = fused::tile_k(p->type);
+  if (dx.size() != 3 || dout.size() != 5 || dout[4] != tk)
+    return ffi::Error::InvalidArgument(who + ": expected x (L, R, K) or (L, K, R) and slices (L, R, K/TK, S, "
+                                       "TK) with TK = " + std::to_string(tk) + "; got " + shape_str(dx) + ", " +
+                                       shape_str(dout));
+  if (dout[3] < 1 || dout[3] > fused::kMaxSlices || lo_scale_bits < 0 || lo_scale_bits > 14)
+    return ffi::Error::InvalidArgument(who + ": 1.." + std::to_string(fused::kMaxSlices) +
+                                       " slices and lo_scale_bits in 0..14");
+  p->transposed = transposed != 0;
+  p->batch = dx[0];
+  p->rows = p->transposed ? dx[2] : dx[1];
+  p->k = p->transposed ? dx[1] : dx[2];
+  p->k_out = dout[2] * tk;
+  p->slices = int(dout[3]);
+  p->lo_scale_bits = int(lo_scale_bits);
+  p->truncate = truncate != 0;
+  if (dout[0] != p->batch || dout[1] != p->rows)
+    return ffi::Error::InvalidArgument(who + ": shapes do not match: x " + shape_str(dx) + ", slices " +
+                                       shape_str(dout));
+  p->x = static_cast<const float*>(x.untyped_data());
+  p->out = out.untyped_data();
+  if (amax.element_type() != ffi::DataType::S32 || amax.element_count() != 1)
+    return ffi::Error::InvalidArgument(who + ": amax must be one int32");
+  p->amax_bits = static_cast<int32_t*>(amax.untyped_data());
+  return ffi::Error::Success();
+}
+
+// fp16's row exponents found by the split into found_exp (L, R) int32
+// (SplitProblem::exp_out).
+ffi::Error split_found_exp(const std::string& who, ffi::AnyBuffer found_exp, fused::SplitProblem* p) {
+  auto de = found_exp.dimensions();
+  if (found_exp.element_type() != ffi::DataType::S32 || de.size() != 2 || de[0] != p->batch || de[1] != p->rows)
+    return ffi::Error::InvalidArgument(who + ": found exponents must be int32 (L, R), got " + shape_str(de));
+  p->exp_out = static_cast<int32_t*>(found_exp.untyped_data());
+  return ffi::Error::Success();
+}
+
+// fused::check (InvalidArgument), then amax zeroed and the split launched.
+ffi::Error split_launch(const std::string& who, const fused::SplitProblem& p, cudaStream_t stream) {
+  std::string why = fused::check(p);
+  if (!why.empty()) return ffi::Error::InvalidArgument(who + ": " + why);
+  cudaError_t e = cudaMemsetAsync(p.amax_bits, 0, sizeof(int32_t), stream);
+  if (e != cudaSuccess) return ffi::Error::Internal(who + ": memset: " + cudaGetErrorString(e));
+  why = fused::run(p, stream);
+  if (!why.empty()) return ffi::Error::Internal(who + ": " + why);
+  return ffi::Error::Success();
+}
+
 // The fused path's operand split (fused/params.h: SplitProblem): x (L, R, K),
 // or (L, K, R) with `transposed`, float32; row exponents (L, R) int32 or
 // empty -> slices (L, R, K_out / TK, S, TK) of the slice dtype, the bits of
 // max |x| (1,) int32 (SplitProblem::amax_bits), and, with `find_exp`, fp16's
 // row exponents found by the split (L, R) int32 (SplitProblem::exp_out;
-// row_exp empty), else one unused int32.
+// row_exp empty; K_out <= kSplitExpBlockMaxK = 8192, fused::check's
+// refusal), else one unused int32.
 ffi::Error FusedSplitImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer row_exp,
                           ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> amax,
                           ffi::Result<ffi::AnyBuffer> found_exp, int64_t slice_type, int64_t lo_scale_bits,
                           int64_t truncate, int64_t transposed, int64_t find_exp) {
-  auto dx = x.dimensions(), dout = out->dimensions();
-  if (slice_type < 0 || slice_type > 2) return ffi::Error::InvalidArgument("jaxemu fused split: bad slice type");
+  const std::string who = "jaxemu fused split";
   fused::SplitProblem p;
-  p.type = slice_type == 0 ? fused::SliceType::kBF16 : slice_type == 1 ? fused::SliceType::kFP16 : fused::SliceType::kTF32;
-  const ffi::DataType want = slice_type == 0 ? ffi::DataType::BF16 : slice_type == 1 ? ffi::DataType::F16 : ffi::DataType::F32;
-  if (x.element_type() != ffi::DataType::F32 || out->element_type() != want)
-    return ffi::Error::InvalidArgument("jaxemu fused split: x must be float32 and the slices of the slice dtype");
-  const int64_t tk = fused::tile_k(p.type);
-  if (dx.size() != 3 || dout.size() != 5 || dout[4] != tk)
-    return ffi::Error::InvalidArgument("jaxemu fused split: expected x (L, R, K) or (L, K, R) and slices (L, R, K/TK, S, "
-                                       "TK) with TK = " + std::to_string(tk) + "; got " + shape_str(dx) + ", " +
-                                       shape_str(dout));
-  if (dout[3] < 1 || dout[3] > fused::kMaxSlices || lo_scale_bits < 0 || lo_scale_bits > 14)
-    return ffi::Error::InvalidArgument("jaxemu fused split: 1.." + std::to_string(fused::kMaxSlices) +
-                                       " slices and lo_scale_bits in 0..14");
-  p.transposed = transposed != 0;
-  p.batch = dx[0];
-  p.rows = p.transposed ? dx[2] : dx[1];
-  p.k = p.transposed ? dx[1] : dx[2];
-  p.k_out = dout[2] * tk;
-  p.slices = int(dout[3]);
-  p.lo_scale_bits = int(lo_scale_bits);
-  p.truncate = truncate != 0;
-  if (dout[0] != p.batch || dout[1] != p.rows)
-    return ffi::Error::InvalidArgument("jaxemu fused split: shapes do not match: x " + shape_str(dx) + ", slices " +
-                                       shape_str(dout));
+  ffi::Error err = split_problem(who, x, *out, *amax, slice_type, lo_scale_bits, truncate, transposed, &p);
+  if (!err.success()) return err;
   if (row_exp.element_count() > 0) {
     auto de = row_exp.dimensions();
     if (row_exp.element_type() != ffi::DataType::S32 || de.size() != 2 || de[0] != p.batch || de[1] != p.rows)
-      return ffi::Error::InvalidArgument("jaxemu fused split: row exponents must be int32 (L, R), got " +
-                                         shape_str(de));
+      return ffi::Error::InvalidArgument(who + ": row exponents must be int32 (L, R), got " + shape_str(de));
     p.exp = static_cast<const int32_t*>(row_exp.untyped_data());
   }
-  p.x = static_cast<const float*>(x.untyped_data());
-  p.out = out->untyped_data();
-  if (amax->element_type() != ffi::DataType::S32 || amax->element_count() != 1)
-    return ffi::Error::InvalidArgument("jaxemu fused split: amax must be one int32");
-  p.amax_bits = static_cast<int32_t*>(amax->untyped_data());
   if (find_exp) {
-    auto de = found_exp->dimensions();
-    if (found_exp->element_type() != ffi::DataType::S32 || de.size() != 2 || de[0] != p.batch || de[1] != p.rows)
-      return ffi::Error::InvalidArgument("jaxemu fused split: found exponents must be int32 (L, R), got " +
-                                         shape_str(de));
-    p.exp_out = static_cast<int32_t*>(found_exp->untyped_data());
+    err = split_found_exp(who, *found_exp, &p);
+    if (!err.success()) return err;
   }
-  std::string why = fused::check(p);
-  if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu fused split: " + why);
-  cudaError_t e = cudaMemsetAsync(p.amax_bits, 0, sizeof(int32_t), stream);
-  if (e != cudaSuccess) return ffi::Error::Internal(std::string("jaxemu fused split: memset: ") + cudaGetErrorString(e));
-  why = fused::run(p, stream);
-  if (!why.empty()) return ffi::Error::Internal("jaxemu fused split: " + why);
-  return ffi::Error::Success();
+  return split_launch(who, p, stream);
 }
 
 XLA_FFI_DEFINE_HANDLER(kFusedSplit, FusedSplitImpl,
@@ -328,6 +354,63 @@ XLA_FFI_DEFINE_HANDLER(kFusedSplit, FusedSplitImpl,
                            .Attr<int64_t>("truncate")
                            .Attr<int64_t>("transposed")
                            .Attr<int64_t>("find_exp"));  // 1: fp16's row exponents found by the split
+
+// fp16's split of A that finds its row exponents (jaxemu_fused_split with
+// find_exp) and computes auto's row statistics of A in the same read of
+// each row (SplitProblem::stats_out: the statistics of jaxemu_row_stats,
+// the same layout): x (L, R, K) float32 (rows, not transposed), probe (L,
+// K) float32 (finite), or empty for the four extremes alone -> slices (L,
+// R, K_out / 64, S, 64) float16 (K_out: a multiple of 64 covering K, at
+// most kSplitExpBlockMaxK = 8192), amax (1,) int32 (the bits of max |x|),
+// found_exp (L, R) int32, stats (8, L, R) float32 with the probe, (4, L, R)
+// without. slice_type must be 1 (fp16).
+ffi::Error FusedSplitStatsImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer probe,
+                               ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> amax,
+                               ffi::Result<ffi::AnyBuffer> found_exp, ffi::Result<ffi::AnyBuffer> stats,
+                               int64_t slice_type, int64_t lo_scale_bits, int64_t truncate) {
+  const std::string who = "jaxemu fused split stats";
+  if (slice_type != 1)
+    return ffi::Error::InvalidArgument(who + ": slice_type must be 1 (fp16: the statistics come with fp16's row "
+                                       "exponents found by the split), got " + std::to_string(slice_type));
+  fused::SplitProblem p;
+  ffi::Error err = split_problem(who, x, *out, *amax, slice_type, lo_scale_bits, truncate, 0, &p);
+  if (!err.success()) return err;
+  if (p.k_out > fused::kSplitExpBlockMaxK)
+    return ffi::Error::InvalidArgument(who + ": rows of K_out <= " + std::to_string(fused::kSplitExpBlockMaxK) +
+                                       " values (the slices' K_out, K rounded up to whole K-tiles of 64); got "
+                                       "K_out = " + std::to_string(p.k_out) + " for x " + shape_str(x.dimensions()));
+  err = split_found_exp(who, *found_exp, &p);
+  if (!err.success()) return err;
+  auto dv = probe.dimensions(), ds = stats->dimensions();
+  const bool with_probe = probe.element_count() > 0 || dv.size() == 2;  // (an empty probe: the extremes alone)
+  if (with_probe &&
+      (probe.element_type() != ffi::DataType::F32 || dv.size() != 2 || dv[0] != p.batch || dv[1] != p.k))
+    return ffi::Error::InvalidArgument(who + ": the probe must be float32 (L, K) = (" + std::to_string(p.batch) +
+                                       ", " + std::to_string(p.k) + "), or empty (0,), got " + shape_str(dv));
+  const int64_t n_stats = with_probe ? 8 : 4;
+  if (stats->element_type() != ffi::DataType::F32 || ds.size() != 3 || ds[0] != n_stats || ds[1] != p.batch ||
+      ds[2] != p.rows)
+    return ffi::Error::InvalidArgument(who + ": the statistics must be float32 (" + std::to_string(n_stats) +
+                                       ", L, R) = (" + std::to_string(n_stats) + ", " + std::to_string(p.batch) +
+                                       ", " + std::to_string(p.rows) + "), got " + shape_str(ds));
+  p.probe = with_probe ? static_cast<const float*>(probe.untyped_data()) : nullptr;
+  p.stats_probe = with_probe;
+  p.stats_out = static_cast<float*>(stats->untyped_data());
+  return split_launch(who, p, stream);
+}
+
+XLA_FFI_DEFINE_HANDLER(kFusedSplitStats, FusedSplitStatsImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // x: (L, R, K) float32
+                           .Arg<ffi::AnyBuffer>()   // probe: (L, K) float32, or (0,): no probe
+                           .Ret<ffi::AnyBuffer>()   // slices: (L, R, K/64, S, 64) float16
+                           .Ret<ffi::AnyBuffer>()   // amax: (1,) int32, bits of max |x|
+                           .Ret<ffi::AnyBuffer>()   // found_exp: (L, R) int32
+                           .Ret<ffi::AnyBuffer>()   // stats: (8, L, R) float32, (4, L, R) without a probe
+                           .Attr<int64_t>("slice_type")      // 1 (fp16) only
+                           .Attr<int64_t>("lo_scale_bits")
+                           .Attr<int64_t>("truncate"));
 
 // The int8 GEMM (int8.h): A (L, M, K) int8, B (L, N, K) int8 -> C (L, M, N)
 // int32, exact (K <= 131071, multiple of 16; N a multiple of 4), or, with
@@ -792,6 +875,7 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_fused_fp16"] = capsule(kFusedFP16);
     d["jaxemu_fused_tf32"] = capsule(kFusedTF32);
     d["jaxemu_fused_split"] = capsule(kFusedSplit);
+    d["jaxemu_fused_split_stats"] = capsule(kFusedSplitStats);
     d["jaxemu_fused_f32"] = capsule(kFusedF32);
     d["jaxemu_int8_gemm"] = capsule(kInt8Gemm);
     d["jaxemu_int8_gemm_residues"] = capsule(kInt8GemmResidues);

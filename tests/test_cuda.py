@@ -120,6 +120,95 @@ def test_split_kernel_gives_the_xla_slices(name, transposed, split_exps, rng, mo
                                    rtol=2.0**-20)
 
 
+def test_split_with_stats_gives_the_splits_and_the_statistics_kernels_numbers(rng, monkeypatch):
+    # The split's stats form (jaxemu_fused_split_stats, JAXEMU_CUDA_SPLIT_STATS)
+    # against the split that finds the exponents (slices, exponents and max
+    # |x| bit for bit) and the row statistics kernel with the same probe:
+    # max, min nonzero, the non-finite flag and max |t| equal; the sums
+    # within probe_roundings(K) units of their sums of |terms|; the
+    # eighth-root sum within 1e-5 (a heuristic weight). Every lanes/tasks
+    # form (K up to 2048) and the block form (to 8192), a batch, NaN/Inf, a
+    # zero row, subnormals.
+    from test_fused_layout import same_bits, split_operand
+    from jaxemu.backends import cuda_fused as F, cuda_stats
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "1")
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")
+    jax.clear_caches()
+    s = jaxemu.get_scheme("fp16x3")
+    eps = 2.0 ** -24
+    for bsz, rows, k in [(1, 3, 8), (2, 5, 64), (1, 33, 128), (3, 129, 300), (1, 7, 1000), (2, 33, 2048),
+                         (1, 5, 2100), (2, 9, 4096), (1, 4, 5000), (1, 300, 8192), (1, 6, 4097)]:  # (past 2048: a block per row)
+        x = split_operand((bsz, rows, k), False, rng)
+        x[-1, -1, :] = (np.float32(2.0**-140) * rng.uniform(0.5, 1, k)).astype(np.float32)
+        x[0, 1, [1, 3, 5]] = np.inf, np.nan, -np.inf  # (split_operand's zero row took its own)
+        v = rng.uniform(-2, 2, (bsz, k)).astype(np.float32)
+        got = jax.jit(lambda x, v: F.split_rows_with_stats(x, v, 4096))(x, v)
+        assert got is not None, (bsz, rows, k)
+        (sl, e, amax), st = got
+        kp = F.padded_k(k, s)
+        want_sl, want_e, want_amax = jax.jit(lambda x: F.slices_kernel(x, s, kp))(x)
+        same_bits(sl, want_sl)
+        np.testing.assert_array_equal(np.asarray(e), np.asarray(want_e))
+        same_bits(amax, want_amax)
+        ref = [np.asarray(r) for r in jax.jit(cuda_stats.rows)(x, v)]
+        st = [np.asarray(r) for r in st]
+        for i in (0, 1, 3, 6):  # max, min nonzero, bad, max |t|: no rounding but the product's
+            np.testing.assert_array_equal(st[i], ref[i], err_msg=f"stat {i}, {(bsz, rows, k)}")
+        x0 = np.where(np.isfinite(x), x, np.float32(0))
+        # the products as the kernel rounds them (float32: a subnormal
+        # product's error is absolute, outside a relative bound), summed in float64
+        t = (x0 * v[:, None, :]).astype(np.float32).astype(np.float64)
+        terms = np.abs(t).sum(axis=2)
+        slack = 2 * cuda_stats.probe_roundings(k) * eps
+        l1 = np.abs(x0.astype(np.float64)).sum(axis=2)
+        assert np.all(np.abs(st[2] - l1) <= slack * l1), (bsz, rows, k)
+        assert np.all(st[3][0, 1] == 1.0) and np.all(st[3][0, 0] == 0.0), (bsz, rows, k)
+        for i in (4, 5):
+            exact = t.sum(axis=2) if i == 4 else terms
+            assert np.all(np.abs(st[i] - exact) <= slack * terms), (i, bsz, rows, k)
+        np.testing.assert_allclose(st[7], ref[7], rtol=1e-5, err_msg=str((bsz, rows, k)))
+    # Where it cannot run: rows past 8192 values, the switch off, and by
+    # default (the switch unset) the probe's form; the extremes alone run.
+    assert F.split_rows_with_stats(jnp.ones((1, 4, 8200)), jnp.ones((1, 8200)), 4096) is None
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "0")
+    assert F.split_rows_with_stats(jnp.ones((1, 4, 256)), jnp.ones((1, 256)), 4096) is None
+    assert F.split_rows_with_stats(jnp.ones((1, 4, 256)), None, 4096) is None
+    monkeypatch.delenv("JAXEMU_CUDA_SPLIT_STATS")
+    assert F.split_rows_with_stats(jnp.ones((1, 4, 256)), jnp.ones((1, 256)), 4096) is None
+    assert F.split_rows_with_stats(jnp.ones((1, 4, 256)), None, 4096) is not None
+
+
+def test_auto_with_the_split_stats_chooses_as_with_the_statistics_kernel(monkeypatch, rng):
+    # auto on the k-means distances' kind of shape (K = 256, x @ c.T) and a
+    # square, JAXEMU_CUDA_SPLIT_STATS 0, unset and 1: the same choice (by
+    # the result's error), the stats split in the lowering with the switch
+    # "1", and unset only where the probe runs over B's side (the
+    # distances: auto.probe_on_b), errors within fp16x3's against float64.
+    from jaxemu import auto
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")
+    # (shapes where the shipped cost model plans fp16x3 first, its test included)
+    cases = [(T.sample("uniform(-1,1)", (65536, 256), rng), T.sample("uniform(-1,1)", (1024, 256), rng).T),
+             (T.sample("normal(0,1)", (2048, 2048), rng), T.sample("normal(0,1)", (2048, 2048), rng))]
+    for a, b in cases:
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        out = {}
+        for switch in ("0", "unset", "1"):
+            if switch == "unset":
+                monkeypatch.delenv("JAXEMU_CUDA_SPLIT_STATS", raising=False)
+            else:
+                monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
+            jax.clear_caches()
+            f = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="auto"))
+            hlo = f.lower(a, b).as_text()
+            by_default = switch == "unset" and auto.probe_on_b(a.shape[0], b.shape[1])
+            assert ("jaxemu_fused_split_stats" in hlo) == (switch == "1" or by_default), (a.shape, switch)
+            out[switch] = np.asarray(f(a, b))
+        fp = np.asarray(run("fp16x3", a, b))
+        err = {k: np.linalg.norm(v - ref) / np.linalg.norm(ref) for k, v in out.items()}
+        err16 = np.linalg.norm(fp - ref) / np.linalg.norm(ref)
+        assert err["0"] == err["1"] == err["unset"] and err["1"] <= 1.01 * err16, (a.shape, err, err16)
+
+
 @pytest.mark.parametrize("law", T.LAWS)
 @pytest.mark.parametrize("name", ALL)
 def test_accuracy_against_float64(name, law):

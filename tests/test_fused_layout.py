@@ -154,6 +154,70 @@ def test_split_kernel_code_finds_the_row_exponents(split_check, tmp_path, name, 
     np.testing.assert_allclose(total, x[-1, -1].astype(np.float64) * 2.0 ** int(got_e[-1, -1]), rtol=2.0**-20)
 
 
+@pytest.mark.parametrize("law", ["every-magnitude", "normal"])
+@pytest.mark.parametrize("shape", [(2, 5, 256), (1, 3, 200), (1, 4, 1030), (1, 2, 2048), (1, 3, 8), (2, 7, 64),
+                                   (1, 3, 2100), (2, 5, 5000), (1, 3, 8192)])
+def test_split_kernel_code_takes_auto_row_statistics(split_check, tmp_path, shape, law, rng):
+    """The split's stats form (split_rows_exp_kernel with the statistics,
+    on the host in the kernel's order: has_exp 3): slices and exponents
+    byte for byte those of the split that finds the exponents alone; the
+    eight row statistics against float64 (t = a v rounded to float32, as the
+    kernel multiplies): max, min nonzero, the non-finite flag and max |t|
+    exactly; the sums within (chain + 6) float32 roundings of their sums of
+    |terms| (chain: a lane's values plus its xor levels, <= 70 at K = 2048;
+    past 2048 a block per row; within cuda_stats.probe_roundings, which auto
+    applies); the eighth-root
+    sum (the host's powf, the device's approximations) within 1e-5."""
+    from jaxemu.backends import cuda_stats
+    bsz, rows, k = shape
+    if law == "every-magnitude":  # subnormals .. 2^100
+        x = np.ldexp(rng.uniform(1, 2, shape) * rng.choice([-1.0, 1.0], shape), rng.integers(-149, 101, shape))
+    else:
+        x = rng.standard_normal(shape)
+    x = x.astype(np.float32)
+    coin = rng.integers(0, 100, shape)
+    x[coin == 0], x[coin == 1], x[coin == 2], x[coin == 3] = 0, np.inf, np.nan, -np.inf
+    x[0, 0, :] = 0
+    if rows > 2:
+        x[0, 2, :] = np.ldexp(rng.uniform(1, 2, k), rng.integers(-149, -126, k)).astype(np.float32)
+    v = rng.uniform(-2, 2, (bsz, k)).astype(np.float32)
+    v[:, ::7] = 0
+    kp = -(-k // 64) * 64
+    src, dst = tmp_path / "in.bin", tmp_path / "out.bin"
+    outs = {}
+    for mode in (2, 3):
+        with open(src, "wb") as fh:
+            np.asarray([1, 2, 12, 0, 0, bsz, rows, k, kp, mode], np.int64).tofile(fh)
+            x.tofile(fh)
+            if mode == 3:
+                v.tofile(fh)
+        r = subprocess.run([str(split_check), str(src), str(dst)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        outs[mode] = np.fromfile(dst, np.uint8)
+    head = bsz * rows * kp * 2 * 2 + 4 * bsz * rows  # slices, then the exponents
+    np.testing.assert_array_equal(outs[3][:head], outs[2])
+    st = outs[3][head:].view(np.float32).reshape(F.STATS_COUNT, bsz, rows).astype(np.float64)
+    a = np.where(np.isfinite(x), x, np.float32(0))
+    t = np.abs((a * v[:, None, :]).astype(np.float32).astype(np.float64))
+    ad = np.abs(a.astype(np.float64))
+    ts = (a * v[:, None, :]).astype(np.float32).astype(np.float64)
+    np.testing.assert_array_equal(st[0], ad.max(axis=2))
+    np.testing.assert_array_equal(st[1], np.where(ad > 0, ad, np.inf).min(axis=2))
+    np.testing.assert_array_equal(st[3], (~np.isfinite(x)).any(axis=2))
+    np.testing.assert_array_equal(st[6], t.max(axis=2))
+    if kp <= 2048:  # a warp per row: 8 to 32 lanes, then their xor levels
+        lanes = 8 if kp <= 64 else 16 if kp <= 128 else 32
+        chain = -(-kp // (8 * lanes)) * 8 + int(np.log2(lanes))
+    else:  # a block of 256 threads per row: its values, then 5 + 3 levels
+        chain = -(-kp // 2048) * 8 + 8
+    assert chain <= 70 and chain + 1 <= cuda_stats.probe_roundings(k)  # (+1: the product's rounding)
+    bound = (chain + 6) * 2.0 ** -24
+    for i, want, terms in ((2, ad.sum(axis=2), ad.sum(axis=2)), (4, ts.sum(axis=2), t.sum(axis=2)),
+                           (5, t.sum(axis=2), t.sum(axis=2))):
+        assert np.all(np.abs(st[i] - want) <= bound * terms), (i, np.max(np.abs(st[i] - want) / np.maximum(terms, 1e-300)))
+    np.testing.assert_allclose(st[7], (t ** 0.125).sum(axis=2), rtol=1e-5)
+
+
 def test_split_kernel_code_takes_four_slices(split_check, tmp_path, rng):
     # FloatSplit allows 4 slices; the fused path sends such schemes to the
     # kernels like the catalogue's.
@@ -494,6 +558,8 @@ def _kernel_twin(name, out_types):
     around it."""
     if name == "jaxemu_fused_split":
         return _split_twin(out_types)
+    if name == "jaxemu_fused_split_stats":
+        return _split_stats_twin(out_types)
 
     def call(a_sl, b_sl, row, col, a32, b32, amax, term_a, term_b, term_exp, kc_tiles, splits, tile_n, b32_rows):
         def slices(x):  # (L, R, T, S, TK) -> (S, L, R, T * TK)
@@ -545,6 +611,215 @@ def _split_twin(out_types):
         found = ex.reshape(out_types[2].shape).astype(jnp.int32) if find_exp else jnp.zeros((1,), jnp.int32)
         return sl, jax.lax.bitcast_convert_type(F.abs_max(x), jnp.int32)[None], found
     return call
+
+
+def _xla_row_stats(a, v=None):
+    """The row statistics kernel's eight (four without the probe), by XLA's
+    reductions as auto computes them without kernels (auto.operand_stats)."""
+    from jaxemu import auto
+    a = a.astype(jnp.float32)
+    a_max, a_min, a_l1, a_bad = auto._side(a, 2)
+    if v is None:
+        return a_max, a_min, a_l1, a_bad
+    av = jnp.where(jnp.isfinite(a), a, 0.0) * v[:, None, :]
+    t = jnp.abs(av)
+    return (a_max, a_min, a_l1, a_bad, auto._blocked_sum(av), auto._blocked_sum(t), jnp.max(t, axis=2, initial=0.0),
+            jnp.sum(auto._root8(t), axis=2))
+
+
+def _split_stats_twin(out_types):
+    """A stand-in for the split's stats form (jaxemu_fused_split_stats):
+    the split that finds fp16's row exponents (``_split_twin``) and, with
+    the probe, the row statistics as XLA computes them (``_xla_row_stats``)."""
+    split = _split_twin(out_types[:3])
+
+    def call(x, v, slice_type, lo_scale_bits, truncate):
+        probe = v.shape != (0,)  # (0,): the extremes alone
+        count = F.STATS_COUNT if probe else F.EXTREMES_COUNT
+        assert slice_type == 1 and out_types[3].shape == (count,) + x.shape[:2]
+        assert not probe or v.shape == (x.shape[0], x.shape[2])
+        sl, amax, e = split(x, jnp.zeros((0,), jnp.int32), slice_type, lo_scale_bits, truncate, 0, 1)
+        return sl, amax, e, jnp.stack(_xla_row_stats(x, v if probe else None))
+    return call
+
+
+def test_split_with_the_extremes_alone(monkeypatch, rng):
+    """split_rows_with_stats without a probe (a data test that probes B's
+    side): the same split as with the probe, and the four extremes of the
+    statistics' own pass (max, min nonzero and sum of |a|, the non-finite
+    flag), with the kernels replaced by their twins on the CPU."""
+    use_twins(monkeypatch)
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "1")
+    a = T.sample("wide-exp", (2, 40, 200), rng)
+    a[0, 3], a[1, 5, 7] = 0.0, np.inf
+    a = jnp.asarray(a)
+    v = jnp.asarray(T.sample("uniform(-1,1)", (2, 200), rng))
+    split4, four = F.split_rows_with_stats(a, None, 96)
+    split8, eight = F.split_rows_with_stats(a, v, 96)
+    assert len(four) == F.EXTREMES_COUNT and len(eight) == F.STATS_COUNT
+    for x, y in zip(split4, split8):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    for x, y in zip(four, _xla_row_stats(a)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert float(four[3][1, 5]) == 1.0 and float(four[0][0, 3]) == 0.0 and np.isinf(float(four[1][0, 3]))
+
+
+def _slice_path_product(a, b, scheme, scales=None, fits=False, presplit=(None, None)):
+    """The cuda backend's product as auto calls it, on the slice path (the
+    kernels' twins where use_twins is on), XLA's FP32 for fp32."""
+    return X.canonical_dot(a, b, scheme, "cuda", fits=fits) if scheme.name == "fp32" else \
+        F.fused_product(a, b, scheme, scales, fits, presplit)
+
+
+def _auto_on_the_slice_path(monkeypatch, switch, calls, a, b):
+    """auto (test_auto's AUTO) of a x b on the cuda backend's slice path
+    with JAXEMU_CUDA_SPLIT_STATS = switch: JAX's caches and the recorded
+    kernel calls cleared first."""
+    from test_auto import AUTO
+
+    from jaxemu import auto
+    from jaxemu.backends import cuda_lowering
+    if switch == "unset":
+        monkeypatch.delenv("JAXEMU_CUDA_SPLIT_STATS", raising=False)
+    else:
+        monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
+    jax.clear_caches()
+    calls.clear()
+    f = jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", _slice_path_product, "cuda",
+                                           split=cuda_lowering.split_product())[0])
+    return np.asarray(f(a, b))
+
+
+def test_auto_with_the_probe_on_bs_side(monkeypatch, rng):
+    """JAXEMU_CUDA_SPLIT_STATS=1 where A has >= PROBE_B_RATIO times B's
+    columns: A's split sums the four extremes alone and a row of A probes
+    B's columns (auto._rows_probe_of_b). The test is exactly today's test of
+    the transposed product B^T A^T (ratio, term count, hybrid order and
+    hybrid tests, bit for bit), and auto gives fp16x3's bits where it
+    admits fp16x3, with the kernels replaced by their twins on the CPU."""
+    from test_auto import AUTO
+
+    from jaxemu import auto, backends
+    from jaxemu.backends import cuda_stats
+    calls = []
+
+    def twin(name, out_types):
+        call = _kernel_twin(name, out_types)
+
+        def record(*args, **attrs):
+            calls.append((name, tuple(x.shape for x in args)))
+            return call(*args, **attrs)
+        return record
+    use_twins(monkeypatch, twin)
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "1")
+    rows = lambda x, v=None: _xla_row_stats(x, v)  # noqa: E731
+    kernels = backends.StatsKernels(rows=rows, columns=lambda b: _xla_row_stats(jnp.swapaxes(b, 1, 2)),
+                                    probe_roundings=auto.xla_probe_roundings,
+                                    split_rows=cuda_stats.KERNELS.split_rows)
+    m, k, n = 256, 320, 48
+    assert auto.probe_on_b(m, n) and not auto.probe_on_b(n, m)
+    ratios = []
+    for tiny_partners in (False, True):
+        a, b = T.sample("uniform(-1,1)", (m, k), rng), T.sample("uniform(-1,1)", (k, n), rng)
+        a[rng.permutation(m)[: m // 2]] *= np.exp2(rng.integers(-40, 40, (m // 2, k))).astype(np.float32)
+        b[:, :7] *= np.exp2(rng.integers(-30, 30, (k, 7))).astype(np.float32)
+        if tiny_partners:  # (refused: a column of A at 2^-40 meets a row of B at 2^40)
+            a[:, 7] *= np.float32(2.0 ** -40)
+            b[7, :] *= np.float32(2.0 ** 40)
+        a, b = jnp.asarray(a)[None], jnp.asarray(b)[None]
+        test, _ = auto.DataTest.with_split(a, b, AUTO, kernels, probe_b=True)
+        assert test.probe_on_b
+        mirror = auto.DataTest.of(jnp.swapaxes(b, 1, 2), jnp.swapaxes(a, 1, 2), AUTO, kernels=kernels)
+        for got, want in ((test.normwise_ratio, mirror.normwise_ratio), (test.terms, mirror.terms),
+                          (test.order[0], mirror.order[1]), (test.order[1], mirror.order[0])):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        hyb_rows, hyb_cols = [64, 128, 192, m, 128], [n, n, 24, 36, 24]
+        np.testing.assert_array_equal(np.asarray(test.hybrids_ok(hyb_rows, hyb_cols)),
+                                      np.asarray(mirror.hybrids_ok(hyb_cols, hyb_rows)))
+        ratios.append(float(test.normwise_ratio[0]))
+    assert ratios[0] <= 1 < ratios[1], ratios  # one admitted, one refused
+    # End to end on admitted data: fp16x3's bits, A's split with the extremes (no probe) once.
+    monkeypatch.setattr(backends, "stats_for", lambda *args, **kw: kernels)
+    a, b = T.sample("normal(0,1)", (m, k), rng), T.sample("normal(0,1)", (k, n), rng)
+    a[3, 5] = np.inf
+    got = {}
+    for switch in ("0", "unset", "1"):  # (unset: on where the probe runs over B's side)
+        got[switch] = _auto_on_the_slice_path(monkeypatch, switch, calls, a, b)
+        stats_forms = [shapes for name, shapes in calls if name == "jaxemu_fused_split_stats"]
+        assert stats_forms == ([] if switch == "0" else [((1, m, k), (0,))]), (switch, stats_forms)
+    np.testing.assert_array_equal(_nan_bits(got["1"]), _nan_bits(got["0"]))
+    np.testing.assert_array_equal(_nan_bits(got["unset"]), _nan_bits(got["0"]))
+    assert jaxemu.auto_report(a, b, AUTO)["scheme"] == "fp16x3"
+    jax.clear_caches()
+
+
+def test_auto_takes_a_rows_statistics_from_fp16x3s_split(monkeypatch, rng):
+    """JAXEMU_CUDA_SPLIT_STATS=1: where auto's plan puts fp16x3 first on the
+    slice path, A's row statistics come from fp16x3's split of A (the split
+    kernel's stats form) and fp16x3's branch reads that split. With the
+    kernels replaced by their twins on the CPU (the statistics kernels by
+    XLA's reductions, in both settings): the same bits as with the
+    statistics' own pass, where the test admits fp16x3 (NaN/Inf included)
+    and where it refuses it; no split of A in fp16x3's branches, and the
+    stats split once."""
+    from test_auto import AUTO, adversarial
+
+    from jaxemu import auto, backends
+    from jaxemu.backends import cuda_stats
+    calls = []
+
+    def twin(name, out_types):
+        call = _kernel_twin(name, out_types)
+
+        def record(*args, **attrs):
+            calls.append((name, args[0].shape, attrs.get("slice_type"), attrs.get("transposed")))
+            return call(*args, **attrs)
+        return record
+    use_twins(monkeypatch, twin)
+    kernels = backends.StatsKernels(rows=_xla_row_stats, columns=lambda b: auto._side(b.astype(jnp.float32), 1),
+                                    probe_roundings=auto.xla_probe_roundings,
+                                    split_rows=cuda_stats.KERNELS.split_rows)
+    monkeypatch.setattr(backends, "stats_for", lambda *args, **kw: kernels)
+
+    a_u, b_u = T.sample("uniform(-1,1)", (96, 320), rng), T.sample("uniform(-1,1)", (320, 64), rng)
+    a_s, b_s = a_u.copy(), b_u.copy()
+    a_s[3, 5], a_s[7, :], b_s[9, 4] = np.inf, np.nan, -np.inf
+    cases = {"uniform": (a_u, b_u), "wide-exp": (T.sample("wide-exp", (96, 320), rng), T.sample("wide-exp", (320, 64), rng)),
+             "specials": (a_s, b_s), "refused": adversarial("half the rows wide", np.random.default_rng(0))}
+    for label, (a, b) in cases.items():
+        rep = jaxemu.auto_report(a, b, AUTO)
+        assert (rep["scheme"] == "fp16x3") == (label != "refused"), (label, rep)
+        got, fp16_a_splits, stats_splits = {}, {}, {}
+        for switch in ("0", "unset", "1"):  # (unset: the probe's form only where "1")
+            got[switch] = _auto_on_the_slice_path(monkeypatch, switch, calls, a, b)
+            fp16_a_splits[switch] = sum(1 for n, shape, st, tr in calls
+                                        if n == "jaxemu_fused_split" and st == 1 and not tr and shape == (1,) + a.shape)
+            stats_splits[switch] = sum(1 for n, *_ in calls if n == "jaxemu_fused_split_stats")
+        np.testing.assert_array_equal(_nan_bits(got["1"]), _nan_bits(got["0"]), err_msg=label)
+        np.testing.assert_array_equal(_nan_bits(got["unset"]), _nan_bits(got["0"]), err_msg=label)
+        assert stats_splits == {"0": 0, "unset": 0, "1": 1}, (label, stats_splits)
+        # (fp16x3's two branches, with and without FP32's special-value rules, each split A before)
+        assert fp16_a_splits["0"] - fp16_a_splits["1"] == 2, (label, fp16_a_splits)
+    # The statistics themselves, field by field: those of the statistics'
+    # pass (the twins compute both alike, so a field out of place shows),
+    # rows of different scales, a zero row and special values.
+    a, b = T.sample("normal(0,1)", (96, 320), rng), T.sample("normal(0,1)", (320, 64), rng)
+    a[::3] *= np.float32(2.0 ** 20)
+    a[5], a[6, 7], a[8, 9] = 0.0, np.nan, -np.inf
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "1")
+    fused, _ = jax.jit(lambda a, b: auto.operand_stats_with_split(a[None], b[None], kernels))(a, b)
+    alone = jax.jit(lambda a, b: auto.operand_stats(a[None], b[None], kernels=kernels))(a, b)
+    assert type(fused) is auto.Stats
+    for field in auto.Stats._fields:
+        np.testing.assert_array_equal(np.asarray(getattr(fused, field)), np.asarray(getattr(alone, field)), err_msg=field)
+    # Where it cannot run (rows past the split's 8192 values), the statistics' own pass.
+    monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", "1")
+    a, b = T.sample("uniform(-1,1)", (40, 8200), rng), T.sample("uniform(-1,1)", (8200, 24), rng)
+    assert F.split_rows_with_stats(jnp.asarray(a)[None], jnp.ones((1, 8200), jnp.float32), 24) is None
+    calls.clear()
+    jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", _slice_path_product, "cuda")[0])(a, b)
+    assert not any(n == "jaxemu_fused_split_stats" for n, *_ in calls)
+    jax.clear_caches()
 
 
 @pytest.mark.parametrize("criterion", ["normwise", "componentwise"])

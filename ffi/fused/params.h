@@ -150,12 +150,28 @@ struct SplitProblem {
   int32_t* amax_bits = nullptr;
   // Or null: fp16's row exponents (batch, rows) found by the split itself,
   // from each row's largest finite |x| (split_rows_exp_kernel, ffi/
-  // fused_dispatch.cu: rows of up to kSplitExpMaxK values, not transposed,
-  // exp null), and written here for the GEMM's unscaling.
+  // fused_dispatch.cu: rows of up to kSplitExpBlockMaxK values, not
+  // transposed, exp null), and written here for the GEMM's unscaling.
   int32_t* exp_out = nullptr;
+  // Or null: with exp_out only, auto's row statistics of x (ffi/stats/
+  // params.h: the row kernel's, the same rules) from the same read of each
+  // row, instead of a second pass over x (the statistics kernel's):
+  // stats_out (n, batch, rows) float32, statistic s of row b * rows + r at
+  // stats_out[s * batch * rows + b * rows + r]; n = 8 with a probe (batch,
+  // k) float32, finite, row stride k (stats_probe; null only where k is 0),
+  // n = 4 (the extremes) without (stats_probe false, probe null).
+  const float* probe = nullptr;
+  float* stats_out = nullptr;
+  bool stats_probe = false;
 };
 constexpr int kMaxSlices = 4;  // FloatSplit's limit (jaxemu/schemes.py)
 constexpr int kSplitExpMaxK = 2048;  // k_out of a row split with its exponent found (a warp's registers)
+// k_out of a row split with its exponent found by a block of 256 threads
+// (split_rows_exp_block_kernel, for k_out past kSplitExpMaxK: 4 tasks of 8
+// values per thread at most, 72 registers, 80 with the statistics, sm_90a,
+// where a warp's lanes would hold 256 values each, past the register file's
+// 255 per thread); longer rows take the exponents from a pass.
+constexpr int kSplitExpBlockMaxK = 8192;
 
 }  // namespace fused
 }  // namespace jaxemu

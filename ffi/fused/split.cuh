@@ -246,16 +246,18 @@ __host__ __device__ __forceinline__ void write_slices(const SplitProblem& p, con
   }
 }
 
-// The N values k0 .. k0 + N - 1 of row row_id (batch * rows + row) of a
-// (batch, rows, k) operand, 0 past k (the padding up to k_out).
+// The N values k0 .. k0 + N - 1 of row `row` of a (rows, k) float32 array
+// x, 0 past k (the padding up to k_out; nothing is read there): 16-byte
+// loads on the device where the row allows. The operand's rows
+// (load_row_values) and the probe's (SplitProblem::probe).
 template <int N>
-__host__ __device__ __forceinline__ void load_row_values(const SplitProblem& p, int64_t row_id, int64_t k0, float (&v)[N]) {
+__host__ __device__ __forceinline__ void load_values(const float* x, int64_t k, int64_t row, int64_t k0, float (&v)[N]) {
 #pragma unroll
   for (int j = 0; j < N; ++j) v[j] = 0.f;
-  const float* src = p.x + row_id * p.k + k0;
-  if (k0 < p.k) {
+  const float* src = x + row * k + k0;
+  if (k0 < k) {
 #ifdef __CUDA_ARCH__
-    if (k0 + N <= p.k && (p.k & 3) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0) {
+    if (k0 + N <= k && (k & 3) == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0) {
 #pragma unroll
       for (int q = 0; q < N; q += 4) {
         const float4 f = __ldg(reinterpret_cast<const float4*>(src + q));
@@ -266,9 +268,16 @@ __host__ __device__ __forceinline__ void load_row_values(const SplitProblem& p, 
     {
 #pragma unroll
       for (int j = 0; j < N; ++j)
-        if (k0 + j < p.k) v[j] = src[j];
+        if (k0 + j < k) v[j] = src[j];
     }
   }
+}
+
+// The N values k0 .. k0 + N - 1 of row row_id (batch * rows + row) of a
+// (batch, rows, k) operand, 0 past k (the padding up to k_out).
+template <int N>
+__host__ __device__ __forceinline__ void load_row_values(const SplitProblem& p, int64_t row_id, int64_t k0, float (&v)[N]) {
+  load_values<N>(p.x, p.k, row_id, k0, v);
 }
 
 // Not transposed: task t of batch * rows * (k_out / N) handles the N values
@@ -316,6 +325,33 @@ __host__ __device__ __forceinline__ int fp16_row_exponent(uint32_t finite_max_bi
   int lg = -1;
   while (m) ++lg, m >>= 1;
   return kFp16RowTopExp - (-149 + lg);
+}
+
+// Lanes (threads) per row and tasks (8 values each) per lane of the split
+// that finds fp16's row exponents for rows of `groups` = k_out / 8 groups
+// (k_out <= kSplitExpBlockMaxK): up to kSplitExpMaxK, a warp's lanes
+// (split_rows_exp_kernel, ffi/fused_dispatch.cu), the fewest that cover a
+// row; past it, a block's 256 threads (split_rows_exp_block_kernel) with 2
+// or 4 tasks. Not 3 for rows of 513 to 768 groups: a task past the row's
+// end loads and writes nothing, and adds exact zeros to the statistics
+// (+0 to a sum, 0 to a maximum, inf to a minimum), so the fourth changes
+// no bit and no rounding of 3 tasks (the chain is ceil(groups / 256) x 8
+// values long either way), and one kernel fewer is compiled. Here so that
+// the host's reference of the row statistics' reduction (tests/native/
+// split_check.cu) takes the kernel's.
+struct SplitExpShape {
+  int lanes, tasks;
+};
+constexpr int kSplitExpBlockThreads = 256;
+__host__ __device__ __forceinline__ SplitExpShape split_exp_shape(int64_t groups) {
+  if (groups <= 8) return {8, 1};
+  if (groups <= 16) return {16, 1};
+  if (groups <= 32) return {32, 1};
+  if (groups <= 64) return {32, 2};
+  if (groups <= 128) return {32, 4};
+  if (groups <= 256) return {32, 8};
+  if (groups <= 2 * kSplitExpBlockThreads) return {kSplitExpBlockThreads, 2};
+  return {kSplitExpBlockThreads, 4};
 }
 
 // Transposed: the 16 values k0 .. k0 + 15 of output row r, read as

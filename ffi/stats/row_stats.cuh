@@ -47,16 +47,27 @@ struct RowPartial {
     }
   }
 
-  __device__ __forceinline__ RowPartial shfl_down(int d) const {
+  // Every field through `shfl` (a warp shuffle of one float).
+  template <typename Shfl>
+  __device__ __forceinline__ RowPartial shuffled(Shfl shfl) const {
     RowPartial o;
-    o.e = e.shfl_down(d);
+    o.e = e.shuffled(shfl);
     if (kProbe) {
-      o.y = __shfl_down_sync(0xffffffffu, y, d);
-      o.z = __shfl_down_sync(0xffffffffu, z, d);
-      o.m = __shfl_down_sync(0xffffffffu, m, d);
-      o.q = __shfl_down_sync(0xffffffffu, q, d);
+      o.y = shfl(y);
+      o.z = shfl(z);
+      o.m = shfl(m);
+      o.q = shfl(q);
     }
     return o;
+  }
+  __device__ __forceinline__ RowPartial shfl_down(int d) const {
+    return shuffled([d](float x) { return __shfl_down_sync(0xffffffffu, x, d); });
+  }
+  // The partner lane's partial (lane ^ lane_mask), for butterfly reductions
+  // that leave every lane of the group with the row's statistics (Extremes::
+  // shfl_xor; the split kernel's, ffi/fused_dispatch.cu).
+  __device__ __forceinline__ RowPartial shfl_xor(int lane_mask) const {
+    return shuffled([lane_mask](float x) { return __shfl_xor_sync(0xffffffffu, x, lane_mask); });
   }
 };
 

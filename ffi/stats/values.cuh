@@ -80,13 +80,24 @@ struct Extremes {
     l1 += o.l1;
     bad = fmaxf(bad, o.bad);
   }
-  __device__ __forceinline__ Extremes shfl_down(int d) const {
+  // Every field through `shfl` (a warp shuffle of one float).
+  template <typename Shfl>
+  __device__ __forceinline__ Extremes shuffled(Shfl shfl) const {
     Extremes o;
-    o.amax = __shfl_down_sync(0xffffffffu, amax, d);
-    o.amin = __shfl_down_sync(0xffffffffu, amin, d);
-    o.l1 = __shfl_down_sync(0xffffffffu, l1, d);
-    o.bad = __shfl_down_sync(0xffffffffu, bad, d);
+    o.amax = shfl(amax);
+    o.amin = shfl(amin);
+    o.l1 = shfl(l1);
+    o.bad = shfl(bad);
     return o;
+  }
+  __device__ __forceinline__ Extremes shfl_down(int d) const {
+    return shuffled([d](float x) { return __shfl_down_sync(0xffffffffu, x, d); });
+  }
+  // The partner lane's (lane ^ lane_mask): merged with it by every lane, a
+  // butterfly leaves all lanes of a group with the same merge, as merge's
+  // sums commute (a + b and b + a are the same float).
+  __device__ __forceinline__ Extremes shfl_xor(int lane_mask) const {
+    return shuffled([lane_mask](float x) { return __shfl_xor_sync(0xffffffffu, x, lane_mask); });
   }
 };
 

@@ -100,11 +100,16 @@ class StatsKernels:
     K) sum t, sum |t|, max |t|, sum |t|^(1/8) of t = a v; ``columns(b)``:
     the first three per column of b (B, K, N); ``probe_roundings(k)``: the
     error bound of rows' probe sums in units of float32's unit roundoff
-    (XLA's float32 sums: k)."""
+    (XLA's float32 sums: k); ``split_rows(a, v, n)``: or None, fp16x3's
+    split of a (B, M, K) made with rows(a, v)'s statistics in the same read,
+    for a product with N = n: (the split as the product's ``presplit``
+    takes it, the eight statistics), or None where that split cannot run
+    for this product (then rows(a, v) and the product's own split do)."""
 
     rows: Callable
     columns: Callable
     probe_roundings: Callable[[int], int]
+    split_rows: Optional[Callable] = None
 
 
 @dataclasses.dataclass(frozen=True)

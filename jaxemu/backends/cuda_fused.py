@@ -299,6 +299,63 @@ def split_finds_exps(kp: int, transposed: bool) -> bool:
     return switches.enabled("split_exps") and not transposed and 0 < kp <= SPLIT_EXP_MAX_K
 
 
+STATS_COUNT = 8  # the row statistics of ffi/stats/params.h, with the probe
+EXTREMES_COUNT = 4  # ... without it
+# Rows of up to this many values for the split that also takes the
+# statistics: past SPLIT_EXP_MAX_K a block of 256 threads holds a row (ffi/
+# fused/params.h: kSplitExpBlockMaxK; 4 tasks of 8 values per thread). The
+# plain split keeps SPLIT_EXP_MAX_K until the block form has run on a GPU.
+SPLIT_STATS_MAX_K = 8192
+
+
+def split_takes_stats(s: FloatSplit, m: int, k: int, n: int, batch: int = 1, probe: bool = True) -> bool:
+    """Whether auto's row statistics of A can come from fp16x3's split of A
+    for this product (``split_rows_with_stats``): the scheme splits A with
+    fp16 row scaling and no exact operand, the product reads its operands'
+    split (the slice path: ``presplit_pays``), A's rows hold at most
+    SPLIT_STATS_MAX_K values (K padded to the tile), the split finds
+    exponents (JAXEMU_CUDA_SPLIT_EXPS not "0"), and JAXEMU_CUDA_SPLIT_STATS
+    allows it: by default only the four extremes (``probe`` False: auto's
+    probe runs over B's side, auto.probe_on_b), which paid end to end on
+    the H200 (k-means' distances, auto over fp16x3 1.02 against 1.08 with
+    the statistics' own pass, stop 58); with the probe's four sums as well
+    only where the switch is "1" (it lost end to end in stops 56-58:
+    docs/auto.md)."""
+    allowed = switches.forced("split_stats") if probe else switches.enabled("split_stats")
+    return (allowed and switches.enabled("split") and switches.enabled("split_exps")
+            and s.fmt == "fp16" and s.scaling == "row" and not any(s.exact)
+            and 0 < padded_k(k, s) <= SPLIT_STATS_MAX_K and presplit_pays(s, m, k, n, batch))
+
+
+def split_rows_with_stats(a, v, n: int, scheme="fp16x3"):
+    """fp16x3's split of A (L, M, K) and auto's row statistics of A with the
+    probe v (L, K) (cuda_stats.rows' eight: max, min nonzero and sum of |a|,
+    the non-finite flag, then sum t, sum |t|, max |t|, sum |t|^(1/8) of
+    t = a v), or with v None the first four alone (the probe's sums left
+    out: a test that probes B's side), from one read of A (ffi:
+    jaxemu_fused_split_stats), for a product with N = n: (the split as
+    ``presplit_operand`` returns it, the eight or four statistics (L, M)
+    each), or None where ``split_takes_stats`` refuses. The split's
+    exponents are found from each row's largest finite |a| (xla.py's rule),
+    the same as auto's row scales from those maxima."""
+    s = get_scheme(scheme)
+    bsz, m, k = a.shape
+    if not split_takes_stats(s, m, k, n, bsz, probe=v is not None):
+        return None
+    kp = padded_k(k, s)
+    tk = tile_k(s.fmt)
+    count = STATS_COUNT if v is not None else EXTREMES_COUNT
+    out = (jax.ShapeDtypeStruct((bsz, m, kp // tk, s.slices, tk), _DTYPES[s.fmt]),
+           jax.ShapeDtypeStruct((1,), jnp.int32), jax.ShapeDtypeStruct((bsz, m), jnp.int32),
+           jax.ShapeDtypeStruct((count, bsz, m), jnp.float32))
+    probe = v.astype(jnp.float32) if v is not None else jnp.zeros((0,), jnp.float32)  # (0,): the extremes alone
+    sl, amax_bits, e, st = jax.ffi.ffi_call("jaxemu_fused_split_stats", out)(
+        a, probe, slice_type=_SLICE_TYPE[s.fmt], lo_scale_bits=int(s.lo_scale_bits),
+        truncate=int(s.split == "bitcut"))
+    split = (sl, e, lax.bitcast_convert_type(amax_bits[0], jnp.float32).reshape(()))
+    return split, tuple(st[i] for i in range(count))
+
+
 def b_as_rows() -> bool:
     """Whether the split kernel takes B as the rows of B^T (slices_kernel)."""
     return switches.enabled("split") and switches.enabled("b_rows") and (

@@ -5,6 +5,8 @@ products on the int8 tensor cores (jaxemu/backends/cuda_int8.py, ffi/int8/).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 
 import jax
@@ -85,10 +87,15 @@ def register(ext) -> None:
     for name, capsule in ext.registrations().items():
         jax.ffi.register_ffi_target(name, capsule, platform="CUDA")
     from . import cuda_stats
+    targets = ext.registrations()
+    # (an extension built before a kernel lacks its target: that path is then left out)
+    stats = None
+    if "jaxemu_col_stats" in targets:
+        stats = cuda_stats.KERNELS if "jaxemu_fused_split_stats" in targets else \
+            dataclasses.replace(cuda_stats.KERNELS, split_rows=None)
     register_product("cuda", "cuda", make_product(ext),
                      handles=lambda s: handles(s, families(ext)) and _gpus_supported(ext),
-                     split_product=split_product(),
-                     stats=cuda_stats.KERNELS if "jaxemu_col_stats" in ext.registrations() else None)
+                     split_product=split_product(), stats=stats)
 
 
 def gpus_supported(ext) -> bool:

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import StatsKernels, b_rows_are_free, xla
+from . import StatsKernels, b_rows_are_free, cuda_fused, xla
 
 
 def row_lanes(k: int, itemsize: int) -> int:
@@ -95,4 +95,9 @@ def probe_roundings(k: int) -> int:
     return (-(-k // 2048) * 8 if k >= 4096 else -(-k // 4)) + 14
 
 
-KERNELS = StatsKernels(rows=rows, columns=columns, probe_roundings=probe_roundings)
+# (split_rows: the split kernel's stats form sums a row in chains no longer
+# than rows' kernel's (a warp per row: at most 64 values per lane, then at
+# most 5 xor levels; a block per row past K = 2048: ceil(K / 2048) 8 values
+# per thread, then 8 levels), so probe_roundings bounds its sums too.)
+KERNELS = StatsKernels(rows=rows, columns=columns, probe_roundings=probe_roundings,
+                       split_rows=cuda_fused.split_rows_with_stats)

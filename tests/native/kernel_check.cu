@@ -10,7 +10,9 @@
 //   residues: the Ozaki II residue kernels (both layouts, float32 and
 //          float64) byte for byte against their per-thread code on the host.
 //   split: the fused path's split kernels (both layouts, every slice type)
-//          byte for byte against their per-thread code on the host.
+//          byte for byte against their per-thread code on the host; with
+//          auto's row statistics (SplitProblem::stats_out), the same bytes
+//          as without, and the statistics against float64 sums.
 //   f32:   the FP32-operand fused kernels (split in shared memory) against
 //          the float64 sum of the host's slice products; FP32's values
 //          where an operand holds NaN, Inf or a value past bf16's range.
@@ -24,6 +26,7 @@
 //   (timing only)
 #include <algorithm>
 #include <array>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -45,6 +48,7 @@
 #include "int8/residues.cuh"
 #include "fused/f32_terms.h"
 #include "fused/split.cuh"
+#include "stats.h"
 
 using namespace jaxemu;
 
@@ -824,6 +828,7 @@ struct SplitCase {
   int scheme;       // fused_schemes() index, plus 5: fp16x3_bitcut
   bool few_blocks;  // launch 3 blocks
   bool find_exp = false;  // fp16's row exponents found by the split (SplitProblem::exp_out)
+  bool stats = false;     // and auto's row statistics with a probe (SplitProblem::stats_out)
 };
 
 std::vector<SplitCase> split_cases() {
@@ -839,14 +844,43 @@ std::vector<SplitCase> split_cases() {
   // tile's second barrier under racecheck).
   for (int tr = 0; tr < 2; ++tr) out.push_back({1, 4100, 2050, tr != 0, 4, true});
   // The split that finds fp16's row exponents (rows of up to kSplitExpMaxK
-  // values: 8, 16 and 32 lanes per row, 1 to 8 tasks per lane), against the
-  // host's exponents and slices; three blocks looping over many rows.
+  // values: 8, 16 and 32 lanes per row, 1 to 8 tasks per lane; to
+  // kSplitExpBlockMaxK a block per row, K = 4097 here), against the host's
+  // exponents and slices; three blocks looping over many rows.
   for (int sc = 4; sc < 6; ++sc) {
     for (auto s : shapes)
-      if (s[2] <= fused::kSplitExpMaxK) out.push_back({s[0], s[1], s[2], false, sc, false, true});
+      if (s[2] <= fused::kSplitExpBlockMaxK) out.push_back({s[0], s[1], s[2], false, sc, false, true});
     out.push_back({1, 4100, 2040, false, sc, true, true});
     out.push_back({2, 333, 60, false, sc, true, true});
   }
+  // With auto's row statistics: every Lanes x Tasks form (K = 8 .. 2048:
+  // 8 lanes to 32 lanes x 8 tasks; 200 and 1030 end inside a K-tile, 1030
+  // and 17 take the scalar loads), two batch entries, rows that are zero,
+  // subnormal or not finite throughout (run_split), three blocks looping
+  // over rows (a last pass with dead rows), rows without values (K = 0: the
+  // kernel writes their exponents and statistics); fp16x3 and its bit-cut
+  // form.
+  for (int64_t k : {8, 64, 128, 200, 256, 500, 1000, 1030, 2048}) {
+    out.push_back({2, 37, k, false, 4, false, true, true});
+    out.push_back({2, 333, k, false, k == 200 || k == 1030 ? 5 : 4, true, true, true});
+  }
+  out.push_back({1, 5, 200, false, 5, false, true, true});
+  out.push_back({2, 7, 17, false, 4, false, true, true});
+  out.push_back({1, 37, 128, false, 4, false, true, true});  // a 16-lane half-warp with a dead row
+  out.push_back({2, 3, 0, false, 4, false, true, true});
+  // Rows past kSplitExpMaxK: the block form (split_rows_exp_block_kernel, 2
+  // tasks per thread at K = 2100 and 4096, 4 at 5000, the fourth past the
+  // row's end for every thread, and 8192), alone and with the statistics;
+  // 3 rows (a block each) and 37 in three blocks (each loops over rows,
+  // alternating its shared-memory buffers; racecheck's case); fp16x3 and
+  // its bit-cut form.
+  for (int64_t k : {2100, 4096, 5000, 8192})
+    for (int sc = 4; sc < 6; ++sc)
+      for (bool stats : {false, true}) {
+        out.push_back({2, 3, k, false, sc, false, true, stats});
+        out.push_back({2, 37, k, false, sc, true, true, stats});
+      }
+  out.push_back({1, 37, 4097, false, 4, true, true, true});  // the block form's scalar loads (K odd), looping
   return out;
 }
 
@@ -872,7 +906,70 @@ std::string label(const SplitCase& c) {
   std::snprintf(buf, sizeof buf, "split %s %s %lldx%lldx%lld%s", c.scheme == 5 ? "fp16x3_bitcut" : fused_schemes()[c.scheme].name,
                 c.transposed ? "transposed" : "rows", (long long)c.batch, (long long)c.rows, (long long)c.k,
                 c.few_blocks ? " 3 blocks" : "");
-  return std::string(buf) + (c.find_exp ? " finding exponents" : "");
+  return std::string(buf) + (c.stats ? " finding exponents and row statistics" : c.find_exp ? " finding exponents" : "");
+}
+
+// A split case's row statistics (SplitProblem::stats_out, (8, batch, rows))
+// against float64 sums of the same float32 values: max |a|, min nonzero
+// |a| and bad exactly, max |a| as the bits of the row's largest finite |x|
+// (the kernel's finite_max); t = a v rounded to float32 (were the sum's
+// multiply-add fused, within the bound's margin), max |t| exactly; sum
+// |a|, sum t and sum |t| within (chain + 6) 2^-24 of the sum of their terms'
+// magnitudes, chain the kernel's (a lane's values, 8 per task of the row's:
+// a task past its end adds exact zeros; then the butterflies' log2(Lanes)
+// levels: a block's 5 within each warp and 3 over its 8 warps); sum
+// |t|^(1/8) (the special-function unit's approximation, subnormal |t|
+// flushed to 0) within 1e-5 relative. Returns how many values fail.
+int64_t check_row_stats(const fused::SplitProblem& p, const std::vector<float>& x, const std::vector<float>& probe,
+                        const std::vector<float>& got, std::string* detail) {
+  const int64_t n = p.batch * p.rows;
+  const fused::SplitExpShape shape = fused::split_exp_shape(p.k_out / 8);
+  int chain = int((p.k_out / 8 + shape.lanes - 1) / shape.lanes) * 8;
+  for (int l = shape.lanes; l > 1; l /= 2) ++chain;
+  const double bound = (chain + 6) * std::ldexp(1.0, -24);
+  int64_t wrong = 0;
+  double worst[3] = {0, 0, 0}, worst_q = 0;  // l1, y, z relative to their terms; q relative
+  for (int64_t row = 0; row < n; ++row) {
+    const int64_t b = row / p.rows;
+    uint32_t finite_max = 0;
+    float amax = 0.f, amin = INFINITY, bad = 0.f, m = 0.f;
+    double l1 = 0, y = 0, z = 0, q = 0;
+    for (int64_t j = 0; j < p.k; ++j) {
+      float a = x[size_t(row * p.k + j)];
+      finite_max = std::max(finite_max, fused::finite_abs_bits(a));
+      if (!std::isfinite(a)) bad = 1.f, a = 0.f;
+      const float t = a * probe[size_t(b * p.k + j)];
+      amax = std::max(amax, std::fabs(a));
+      if (a != 0.f) amin = std::min(amin, std::fabs(a));
+      m = std::max(m, std::fabs(t));
+      l1 += std::fabs(a);
+      y += t;
+      z += std::fabs(t);
+      // The device's x^(1/8) flushes subnormal products to 0 (stats/values.cuh: root8, .ftz).
+      if (std::fabs(t) >= FLT_MIN) q += std::pow(double(std::fabs(t)), 0.125);
+    }
+    auto at = [&](int s) { return got[size_t(s * n + row)]; };
+    uint32_t amax_bits;
+    const float amax_got = at(0);
+    std::memcpy(&amax_bits, &amax_got, 4);
+    bool ok = amax_bits == finite_max && at(0) == amax && at(1) == amin && at(3) == bad && at(6) == m;
+    const int index[3] = {2, 4, 5};  // l1, y, z
+    const double sums[3] = {l1, y, z}, terms[3] = {l1, z, z};
+    for (int s = 0; s < 3; ++s) {
+      const double err = std::fabs(double(at(index[s])) - sums[s]);
+      ok &= err <= bound * terms[s];
+      if (terms[s] > 0) worst[s] = std::max(worst[s], err / terms[s]);
+    }
+    const double err_q = std::fabs(double(at(7)) - q);
+    ok &= err_q <= 1e-5 * q;
+    if (q > 0) worst_q = std::max(worst_q, err_q / q);
+    wrong += !ok;
+  }
+  char buf[200];
+  std::snprintf(buf, sizeof buf, ", %lld of %lld rows' statistics wrong (l1 %.1e, y %.1e, z %.1e of their terms, q %.1e)",
+                (long long)wrong, (long long)n, worst[0], worst[1], worst[2], worst_q);
+  *detail += buf;
+  return wrong;
 }
 
 bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
@@ -898,6 +995,20 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
                              0xFF7F7FFFu, 0xFF7F8000u, 0x7F7EFFFFu, 0x7F7F0000u};
     for (int i = 0; i < 8; ++i) std::memcpy(&x[size_t(8 + i)], &top[i], 4);
   }
+  std::vector<float> probe(size_t(c.stats ? c.batch * c.k : 0));
+  if (c.stats) {
+    // Rows 1, 2, 3 of batch entry 0 zero, subnormal and not finite
+    // throughout (statistics 0, inf, 0; no nonzero finite value: exponent
+    // 0); the probe finite, zeros and tiny values among it (t underflows).
+    for (int64_t j = 0; j < c.k; ++j) {
+      if (c.rows > 1) x[size_t(c.k + j)] = 0.f;
+      if (c.rows > 2) x[size_t(2 * c.k + j)] = float(std::ldexp(u(rng), -149 + int(j % 23)) * (j % 2 ? -1 : 1));
+      if (c.rows > 3) x[size_t(3 * c.k + j)] = j % 3 ? NAN : j % 2 ? INFINITY : -INFINITY;
+    }
+    std::uniform_real_distribution<double> pv(-2.0, 2.0);
+    for (size_t i = 0; i < probe.size(); ++i)
+      probe[i] = i % 13 == 0 ? 0.f : float(std::ldexp(pv(rng), i % 8 == 0 ? -100 : 0));
+  }
   std::vector<int32_t> exps(static_cast<size_t>(c.batch * c.rows), 0);
   if (scaled) {
     std::vector<float> mx(exps.size(), 0.f);
@@ -908,6 +1019,7 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
     for (size_t i = 0; i < exps.size(); ++i) exps[i] = mx[i] > 0 ? 13 - std::ilogb(mx[i]) : 0;
   }
   Device dx(static_cast<size_t>(count) * 4), de(exps.size() * 4), dout(bytes);
+  Device dprobe(probe.size() * 4), dstats(exps.size() * 8 * 4), dmax(4);
   upload(dx, x);
   upload(de, exps);
   p.x = static_cast<float*>(dx.ptr);
@@ -917,6 +1029,15 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
   if (c.find_exp) {  // the kernel writes the exponents into de instead (poisoned first)
     p.exp_out = static_cast<int32_t*>(de.ptr);
     CHECK_CUDA(cudaMemset(de.ptr, 0x5A, exps.size() * 4));
+  }
+  if (c.stats) {  // the statistics too (poisoned first), and max |x|'s bits
+    upload(dprobe, probe);
+    p.probe = static_cast<const float*>(dprobe.ptr);
+    p.stats_out = static_cast<float*>(dstats.ptr);
+    p.stats_probe = true;
+    p.amax_bits = static_cast<int32_t*>(dmax.ptr);
+    CHECK_CUDA(cudaMemset(dstats.ptr, 0x5A, exps.size() * 8 * 4));
+    CHECK_CUDA(cudaMemset(dmax.ptr, 0, 4));
   }
   std::string why = fused::run(p, nullptr);
   if (!why.empty()) {
@@ -964,6 +1085,57 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
     for (size_t i = 0; i < exps.size(); ++i) bad += found[i] != exps[i];
     *detail += ", " + std::to_string(bad) + " of " + std::to_string(exps.size()) + " exponents differ";
     wrong += bad;
+  }
+  if (c.stats) {
+    // The kernel without the statistics: the same slices, exponents and
+    // max |x| byte for byte.
+    Device dout2(bytes), de2(exps.size() * 4), dmax2(4);
+    fused::SplitProblem q = p;
+    q.probe = nullptr, q.stats_out = nullptr, q.stats_probe = false;
+    q.out = dout2.ptr, q.exp_out = static_cast<int32_t*>(de2.ptr), q.amax_bits = static_cast<int32_t*>(dmax2.ptr);
+    CHECK_CUDA(cudaMemset(dout2.ptr, 0x5A, bytes));
+    CHECK_CUDA(cudaMemset(de2.ptr, 0x5A, exps.size() * 4));
+    CHECK_CUDA(cudaMemset(dmax2.ptr, 0, 4));
+    why = fused::run(q, nullptr);
+    if (!why.empty()) {
+      *detail += "; run without the statistics: " + why;
+      return false;
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const bool same = download<uint8_t>(dout2, bytes) == got && download<int32_t>(de2, exps.size()) ==
+                      download<int32_t>(de, exps.size()) && download<int32_t>(dmax2, 1) == download<int32_t>(dmax, 1);
+    *detail += same ? ", the same bytes as without the statistics" : ", NOT the same bytes as without the statistics";
+    wrong += !same;
+    const auto stats8 = download<float>(dstats, exps.size() * 8);
+    wrong += check_row_stats(p, x, probe, stats8, detail);
+    // The extremes alone (no probe): the same slices, exponents and max |x|,
+    // and the first four statistics bit for bit (the same values merged in
+    // the same order).
+    // (8 rows allocated and poisoned: the four past the first must stay
+    // untouched.)
+    Device dout3(bytes), de3(exps.size() * 4), dmax3(4), dstats4(exps.size() * 8 * 4);
+    fused::SplitProblem e4 = p;
+    e4.probe = nullptr, e4.stats_probe = false, e4.stats_out = static_cast<float*>(dstats4.ptr);
+    e4.out = dout3.ptr, e4.exp_out = static_cast<int32_t*>(de3.ptr), e4.amax_bits = static_cast<int32_t*>(dmax3.ptr);
+    CHECK_CUDA(cudaMemset(dout3.ptr, 0x5A, bytes));
+    CHECK_CUDA(cudaMemset(de3.ptr, 0x5A, exps.size() * 4));
+    CHECK_CUDA(cudaMemset(dmax3.ptr, 0, 4));
+    CHECK_CUDA(cudaMemset(dstats4.ptr, 0x5A, exps.size() * 8 * 4));
+    why = fused::run(e4, nullptr);
+    if (!why.empty()) {
+      *detail += "; run with the extremes alone: " + why;
+      return false;
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const auto stats4 = download<uint8_t>(dstats4, exps.size() * 8 * 4);
+    const size_t half = exps.size() * 4 * 4;
+    const bool same4 = download<uint8_t>(dout3, bytes) == got && download<int32_t>(de3, exps.size()) ==
+                       download<int32_t>(de, exps.size()) && download<int32_t>(dmax3, 1) == download<int32_t>(dmax, 1) &&
+                       std::memcmp(stats4.data(), stats8.data(), half) == 0 &&
+                       std::all_of(stats4.begin() + half, stats4.end(), [](uint8_t c) { return c == 0x5A; });
+    *detail += same4 ? "; the extremes alone: the same bytes and first four statistics"
+                     : "; the extremes alone: NOT the same bytes or first four statistics";
+    wrong += !same4;
   }
   return wrong == 0;
 }
@@ -1336,10 +1508,16 @@ int time_f32(const std::string& spec) {
 // --time-split BxRxK[:normal]: fp16x3's split of a (B, R, K) operand, rows
 // (the k-means distances' A: 1x1048576x256), given its row exponents (the
 // host's, as XLA's pass would give them) against finding them itself
-// (split_rows_exp_kernel, K <= kSplitExpMaxK): time per launch, SM clock
+// (split_rows_exp_kernel, K <= kSplitExpMaxK; split_rows_exp_block_kernel
+// to kSplitExpBlockMaxK, e.g. 1x8192x8192): time per launch, SM clock
 // after, whether slices and exponents are the same bytes. The kernel that
 // finds them reads x once; with given exponents, a reduction over x comes
-// first (not timed here: XLA's; ~a read of x at DRAM speed).
+// first (not timed here: XLA's; ~a read of x at DRAM speed). Then the same
+// split with auto's row statistics of x and a probe (uniform(-1, 1); Split
+// Problem::stats_out) beside it and the row statistics kernel alone (the
+// second read of x it saves: stats::run, lanes as cuda_stats.row_lanes),
+// whether its slices and exponents are the same bytes and its max |a|, min
+// |a|, bad and max |t| the row kernel's (the sums differ in their order).
 int time_split(const std::string& spec) {
   long long bsz = 0, rows = 0, k = 0;
   if (std::sscanf(spec.c_str(), "%lldx%lldx%lld", &bsz, &rows, &k) != 3 || bsz < 1 || rows < 1 || k < 1) {
@@ -1385,27 +1563,67 @@ int time_split(const std::string& spec) {
   const double mhz_given = last_clock_mhz;
   const double ms_found = ms_per_launch("split, exponents found", [&] { return fused::run(finding, nullptr); });
   if (ms_given < 0 || ms_found < 0) return 1;
+  const double mhz_found = last_clock_mhz;
   const bool same = download<uint8_t>(d1, bytes) == download<uint8_t>(d2, bytes) &&
                     download<int32_t>(df, exps.size()) == exps;
   const double gb = double(x.size()) * 4 * 1e-9;
   std::printf("%s split fp16x3: exponents given %.3f ms (%.0f GB/s of x; %.0f MHz after), found %.3f ms (%.0f GB/s; "
               "%.0f MHz after); slices and exponents %s\n", spec.c_str(), ms_given, gb / ms_given * 1e3, mhz_given,
-              ms_found, gb / ms_found * 1e3, last_clock_mhz, same ? "the same" : "DIFFER");
-  // auto's row statistics of the same x with a probe (its data test's pass
-  // over A), at the lanes the backend picks (cuda_stats.row_lanes).
+              ms_found, gb / ms_found * 1e3, mhz_found, same ? "the same" : "DIFFER");
+  // With the row statistics, and the statistics kernel it saves.
   std::vector<float> v(size_t(bsz * k));
   for (auto& q : v) q = u(rng);
-  Device dv(v.size() * 4), dr(size_t(8 * bsz * rows) * 4);
+  const size_t n_stats = size_t(8 * bsz * rows);
+  Device dv(v.size() * 4), ds(n_stats * 4), dr(n_stats * 4), df3(exps.size() * 4), d3(bytes);
   upload(dv, v);
+  fused::SplitProblem with_stats = finding;
+  with_stats.exp_out = static_cast<int32_t*>(df3.ptr);
+  with_stats.out = d3.ptr;
+  with_stats.probe = static_cast<const float*>(dv.ptr);
+  with_stats.stats_out = static_cast<float*>(ds.ptr);
+  with_stats.stats_probe = true;
   stats::RowStatsProblem alone;
   alone.a = dx.ptr, alone.v = static_cast<const float*>(dv.ptr), alone.out = static_cast<float*>(dr.ptr);
   alone.batch = bsz, alone.rows = rows, alone.k = k;
-  for (alone.lanes = 4; alone.lanes < 32 && alone.lanes * 4 < (k + 3) / 4;) alone.lanes *= 2;
-  const double ms_stats = ms_per_launch("row statistics kernel", [&] { return stats::run(alone, nullptr); });
-  if (ms_stats < 0) return 1;
-  std::printf("%s row statistics kernel (probe, lanes %d): %.3f ms (%.0f GB/s of x; %.0f MHz after)\n", spec.c_str(),
-              alone.lanes, ms_stats, gb / ms_stats * 1e3, last_clock_mhz);
-  return same ? 0 : 1;
+  for (alone.lanes = 4; alone.lanes < 32 && alone.lanes * 4 < (k + 3) / 4;) alone.lanes *= 2;  // row_lanes
+  const double ms_stats = ms_per_launch("split, exponents and statistics found", [&] { return fused::run(with_stats, nullptr); });
+  const double mhz_stats = last_clock_mhz;
+  const double ms_alone = ms_per_launch("row statistics kernel", [&] { return stats::run(alone, nullptr); });
+  if (ms_stats < 0 || ms_alone < 0) return 1;
+  const auto s_fused = download<float>(ds, n_stats), s_alone = download<float>(dr, n_stats);
+  bool exact = true;  // max |a|, min |a|, bad, max |t|: the same values in any order
+  for (int s : {0, 1, 3, 6})
+    for (size_t r = 0; r < size_t(bsz * rows); ++r)
+      exact &= s_fused[size_t(s) * size_t(bsz * rows) + r] == s_alone[size_t(s) * size_t(bsz * rows) + r];
+  const bool same3 = download<uint8_t>(d3, bytes) == download<uint8_t>(d2, bytes) &&
+                     download<int32_t>(df3, exps.size()) == exps;
+  std::printf("%s split fp16x3 with row statistics: %.3f ms (%.0f GB/s of x; %.0f MHz after) beside found %.3f ms "
+              "and the row statistics kernel alone %.3f ms (lanes %d; %.0f MHz after); slices and exponents %s, "
+              "amax/amin/bad/m %s\n", spec.c_str(), ms_stats, gb / ms_stats * 1e3, mhz_stats, ms_found, ms_alone,
+              alone.lanes, last_clock_mhz, same3 ? "the same" : "DIFFER", exact ? "the row kernel's" : "DIFFER");
+  // The extremes alone (no probe), as a data test with the probe on B's
+  // side would take them from A's split, and the statistics kernel's
+  // four without a probe.
+  Device d4(bytes), df4(exps.size() * 4), ds4(size_t(4 * bsz * rows) * 4), dr4(size_t(4 * bsz * rows) * 4);
+  fused::SplitProblem extremes = finding;
+  extremes.exp_out = static_cast<int32_t*>(df4.ptr);
+  extremes.out = d4.ptr;
+  extremes.stats_out = static_cast<float*>(ds4.ptr);
+  stats::RowStatsProblem alone4 = alone;
+  alone4.v = nullptr, alone4.out = static_cast<float*>(dr4.ptr);
+  const double ms_ext = ms_per_launch("split, exponents and extremes found", [&] { return fused::run(extremes, nullptr); });
+  const double mhz_ext = last_clock_mhz;
+  const double ms_alone4 = ms_per_launch("row statistics kernel, no probe", [&] { return stats::run(alone4, nullptr); });
+  if (ms_ext < 0 || ms_alone4 < 0) return 1;
+  const bool same4 = download<uint8_t>(d4, bytes) == download<uint8_t>(d2, bytes) &&
+                     download<int32_t>(df4, exps.size()) == exps &&
+                     download<float>(ds4, size_t(4 * bsz * rows)) ==
+                         std::vector<float>(s_fused.begin(), s_fused.begin() + 4 * bsz * rows);
+  std::printf("%s split fp16x3 with the extremes alone: %.3f ms (%.0f GB/s of x; %.0f MHz after); the statistics "
+              "kernel without a probe %.3f ms (%.0f MHz after); slices, exponents and the four %s\n", spec.c_str(),
+              ms_ext, gb / ms_ext * 1e3, mhz_ext, ms_alone4, last_clock_mhz,
+              same4 ? "the same as the probe form's" : "DIFFER");
+  return same && same3 && exact && same4 ? 0 : 1;
 }
 
 int time_mixpert(const std::string& spec) {
