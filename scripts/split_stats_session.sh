@@ -11,7 +11,9 @@
 # on A, on with the probe where auto puts it, off again; the default) or,
 # TIMELINE=1, the distances' GPU timeline of auto in those modes
 # (scripts/kernel_timeline.py: where the stats form's time goes outside
-# its kernel; stop 57 found ~0.2 ms).
+# its kernel; stop 57 found ~0.2 ms). MODES picks the modes (also
+# "default": the switch unset); SKIP_KC=1 builds the wheel alone; TESTS=1
+# runs tests/test_cuda.py -k "$TESTS_K" first.
 #   bash scripts/split_stats_session.sh
 #   TIMELINE=1 MEMCHECK=1 bash scripts/split_stats_session.sh
 set -uo pipefail
@@ -60,7 +62,7 @@ if [ -n "${TESTS:-}" ]; then  # the GPU tests of the split, the statistics and a
     > "$OUT/tests.log" 2>&1; echo "tests rc=$?: $(tail -1 "$OUT/tests.log")" | tee -a "$LOG"
 fi
 if [ -n "${TIMELINE:-}" ]; then
-  for mode in off probe_a auto; do
+  for mode in ${MODES:-off probe_a auto}; do
     echo "### timeline, $mode" | tee -a "$LOG"
     run_mode $mode scripts/kernel_timeline.py --cases distances --schemes fp16x3,auto --summary 2>&1 | tail -40 | tee -a "$LOG"
   done

@@ -184,6 +184,8 @@ def test_auto_with_the_split_stats_chooses_as_with_the_statistics_kernel(monkeyp
     # the result's error), the stats split in the lowering with the switch
     # "1", and unset only where the probe runs over B's side (the
     # distances: auto.probe_on_b), errors within fp16x3's against float64.
+    from test_fused_layout import set_split_stats
+
     from jaxemu import auto
     monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")
     # (shapes where the shipped cost model plans fp16x3 first, its test included)
@@ -193,10 +195,7 @@ def test_auto_with_the_split_stats_chooses_as_with_the_statistics_kernel(monkeyp
         ref = a.astype(np.float64) @ b.astype(np.float64)
         out = {}
         for switch in ("0", "unset", "1"):
-            if switch == "unset":
-                monkeypatch.delenv("JAXEMU_CUDA_SPLIT_STATS", raising=False)
-            else:
-                monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
+            set_split_stats(monkeypatch, switch)
             jax.clear_caches()
             f = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="auto"))
             hlo = f.lower(a, b).as_text()

@@ -671,6 +671,15 @@ def _slice_path_product(a, b, scheme, scales=None, fits=False, presplit=(None, N
         F.fused_product(a, b, scheme, scales, fits, presplit)
 
 
+def set_split_stats(monkeypatch, switch):
+    """JAXEMU_CUDA_SPLIT_STATS set to switch, or removed where switch is
+    "unset" (the backend's default)."""
+    if switch == "unset":
+        monkeypatch.delenv("JAXEMU_CUDA_SPLIT_STATS", raising=False)
+    else:
+        monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
+
+
 def _auto_on_the_slice_path(monkeypatch, switch, calls, a, b):
     """auto (test_auto's AUTO) of a x b on the cuda backend's slice path
     with JAXEMU_CUDA_SPLIT_STATS = switch: JAX's caches and the recorded
@@ -679,10 +688,7 @@ def _auto_on_the_slice_path(monkeypatch, switch, calls, a, b):
 
     from jaxemu import auto
     from jaxemu.backends import cuda_lowering
-    if switch == "unset":
-        monkeypatch.delenv("JAXEMU_CUDA_SPLIT_STATS", raising=False)
-    else:
-        monkeypatch.setenv("JAXEMU_CUDA_SPLIT_STATS", switch)
+    set_split_stats(monkeypatch, switch)
     jax.clear_caches()
     calls.clear()
     f = jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cuda", _slice_path_product, "cuda",
