@@ -171,8 +171,9 @@ __device__ __forceinline__ void store_row_stats(const SplitProblem& p, int64_t r
 // read of x instead of two. Lanes and Tasks per lane (split.cuh:
 // split_exp_shape): the fewest that cover k_out (8, 16 lanes for rows of up
 // to 64, 128 values: no lane idles at kNN's K = 128; else 32 lanes and 1,
-// 2, 4 or 8 tasks, 8 taking 120 registers per thread, sm_90a, 128 with
-// kStats: still two blocks of 256 per SM, no spills). Every lane runs the
+// 2, 4 or 8 tasks, 8 taking 117 registers per thread, sm_90a, 121 with
+// the extremes, 128 with the probe's sums: still two blocks of 256 per SM,
+// no stack frame; scripts/split_ptxas_audit.sh). Every lane runs the
 // same number of iterations (the shuffles need the whole warp); a lane past
 // the last row loads nothing and writes nothing. kStats (RowStats) other
 // than kNoStats: auto's row statistics too, the extremes alone or with the
