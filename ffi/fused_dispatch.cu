@@ -58,30 +58,41 @@ template <int Stride, int Tasks>
 __device__ __forceinline__ uint32_t load_row_tasks(const SplitProblem& p, int64_t row_id, bool live, int first,
                                                    float (&v)[Tasks][kRowValues], uint32_t* m) {
   const int64_t groups = p.k_out / kRowValues;
-  uint32_t finite_max = 0;
+  // Every load first, then the maxima: the loads are in flight together.
 #pragma unroll
   for (int i = 0; i < Tasks; ++i) {
     const int64_t g = int64_t(i) * Stride + first;
     load_row_values<kRowValues>(p, live ? row_id : 0, live && g < groups ? g * kRowValues : p.k, v[i]);  // (zeros)
+  }
+  uint32_t finite_max = 0;
+#pragma unroll
+  for (int i = 0; i < Tasks; ++i)
 #pragma unroll
     for (int j = 0; j < kRowValues; ++j) {
       *m = max(*m, abs_bits(v[i][j]));
       finite_max = max(finite_max, finite_abs_bits(v[i][j]));
     }
-  }
   return finite_max;
 }
 
 // The slices of the tasks load_row_tasks gave v, scaled by 2^e: those of
-// the row's groups (none past its end).
+// the row's groups (none past its end). v is spent: each pass writes v[0]
+// and shifts the tasks after it down one. The loop stays rolled (ptxas
+// leaves a loop over write_slices rolled from 2 tasks on) and every index
+// into v is a constant, so v stays in registers; with v[i] in a rolled
+// loop, ptxas put v in local memory (64-256 B stack frames, sm_90a, stop 58).
 template <int Stride, int Tasks>
 __device__ __forceinline__ void write_row_tasks(const SplitProblem& p, int64_t row_id, int first,
-                                                const float (&v)[Tasks][kRowValues], int e) {
+                                                float (&v)[Tasks][kRowValues], int e) {
   const int64_t groups = p.k_out / kRowValues;
-#pragma unroll
+#pragma unroll 1
   for (int i = 0; i < Tasks; ++i) {
     const int64_t g = int64_t(i) * Stride + first;
-    if (g < groups) write_slices<kRowValues>(p, v[i], e, row_id, g * kRowValues);
+    if (g < groups) write_slices<kRowValues>(p, v[0], e, row_id, g * kRowValues);
+#pragma unroll
+    for (int s = 0; s + 1 < Tasks; ++s)
+#pragma unroll
+      for (int j = 0; j < kRowValues; ++j) v[s][j] = v[s + 1][j];
   }
 }
 
@@ -160,8 +171,9 @@ __device__ __forceinline__ void store_row_stats(const SplitProblem& p, int64_t r
 // read of x instead of two. Lanes and Tasks per lane (split.cuh:
 // split_exp_shape): the fewest that cover k_out (8, 16 lanes for rows of up
 // to 64, 128 values: no lane idles at kNN's K = 128; else 32 lanes and 1,
-// 2, 4 or 8 tasks, 8 taking 120 registers per thread, sm_90a, 128 with
-// kStats: still two blocks of 256 per SM, no spills). Every lane runs the
+// 2, 4 or 8 tasks, 8 taking 117 registers per thread, sm_90a, 121 with
+// the extremes, 128 with the probe's sums: still two blocks of 256 per SM,
+// no stack frame; scripts/split_ptxas_audit.sh). Every lane runs the
 // same number of iterations (the shuffles need the whole warp); a lane past
 // the last row loads nothing and writes nothing. kStats (RowStats) other
 // than kNoStats: auto's row statistics too, the extremes alone or with the
