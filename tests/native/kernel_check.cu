@@ -84,6 +84,42 @@ std::vector<T> download(const Device& d, size_t n) {
   return h;
 }
 
+// A kernel's gate (ffi/common/gate.h: auto's choice on the device): one
+// int32 choice on the device, for gated_runs below.
+struct GateCheck {
+  Device choice{4};
+  jaxemu::Gate gate(int32_t value, uint32_t run_if) {
+    CHECK_CUDA(cudaMemcpy(choice.ptr, &value, 4, cudaMemcpyHostToDevice));
+    return {static_cast<const int32_t*>(choice.ptr), run_if};
+  }
+};
+
+// The gate's two promises for one launch, `run(gate)` launching it into
+// outputs that `poison` fills with a pattern and `read` returns as bytes:
+// with the choice outside run_if (3 against {0, 2}; and 40, past the 32
+// choices) nothing is written, every byte keeps the poison; with it inside
+// (2) the bytes equal `want`, the launch's without a gate. Into *detail;
+// false on a difference.
+template <class Run, class Poison, class Read>
+bool gated_runs(Run run, Poison poison, Read read, const std::vector<uint8_t>& poisoned,
+                const std::vector<uint8_t>& want, std::string* detail) {
+  GateCheck g;
+  bool ok = true;
+  for (int32_t closed : {3, 40}) {
+    poison();
+    run(g.gate(closed, 0b101u));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    ok = ok && read() == poisoned;
+  }
+  poison();
+  run(g.gate(2, 0b101u));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const bool same = read() == want;
+  *detail += ok ? "; gate closed: nothing written" : "; gate closed: SOMETHING WRITTEN";
+  *detail += same ? ", open: the same bytes" : ", open: NOT the same bytes";
+  return ok && same;
+}
+
 // ---------------------------------------------------------------- fused --
 
 struct FusedScheme {
@@ -310,6 +346,20 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
   }
   CHECK_CUDA(cudaDeviceSynchronize());
   const auto got = download<float>(dc, size_t(c.splits * c.batch * c.m * c.n));
+  bool gate_ok = true;
+  std::string gate_detail;
+  if (c.splits == 1) {  // (a gated product writes C whole: jaxemu_fused_*_gated takes no K-splits)
+    const size_t cbytes = size_t(c.batch * c.m * c.n) * 4;
+    std::vector<uint8_t> want(cbytes), poisoned(cbytes, 0x5A);
+    std::memcpy(want.data(), got.data(), cbytes);
+    gate_ok = gated_runs(
+        [&](jaxemu::Gate gate) {
+          const std::string w = fused::run(s.type, p, nullptr, gate);
+          if (!w.empty()) gate_detail += "; gated run: " + w;
+        },
+        [&] { CHECK_CUDA(cudaMemset(dc.ptr, 0x5A, cbytes)); }, [&] { return download<uint8_t>(dc, cbytes); },
+        poisoned, want, &gate_detail);
+  }
 
   double worst = 0;
   bool inf_seen = false;
@@ -351,9 +401,9 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
   char buf[200];
   std::snprintf(buf, sizeof buf, "max error %.2e of sum |terms| (bound %.2e)%s", worst, bound,
                 inf_seen ? ", Inf seen" : "");
-  *detail = buf;
-  if (c.with_inf) return inf_seen && worst <= bound;
-  return worst <= bound;
+  *detail = buf + gate_detail;
+  if (c.with_inf) return inf_seen && worst <= bound && gate_ok;
+  return worst <= bound && gate_ok;
 }
 
 // ----------------------------------------------------------------- f32 --
@@ -1136,6 +1186,43 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
     *detail += same4 ? "; the extremes alone: the same bytes and first four statistics"
                      : "; the extremes alone: NOT the same bytes or first four statistics";
     wrong += !same4;
+  }
+  {
+    // The split behind a gate: its slices (and found exponents) as without
+    // it, or nothing written (the statistics forms share the kernels' entry).
+    const size_t ebytes = c.find_exp ? exps.size() * 4 : 0;
+    Device gout(bytes), gexp(ebytes), gmax(4);
+    std::vector<uint8_t> want(got), poisoned(bytes + ebytes, 0x5A);
+    if (c.find_exp) {
+      const auto e = download<uint8_t>(de, ebytes);
+      want.insert(want.end(), e.begin(), e.end());
+    }
+    std::string gate_detail;
+    const bool gate_ok = gated_runs(
+        [&](jaxemu::Gate gate) {
+          fused::SplitProblem q = p;
+          q.probe = nullptr, q.stats_out = nullptr, q.stats_probe = false;
+          q.out = gout.ptr, q.exp_out = c.find_exp ? static_cast<int32_t*>(gexp.ptr) : nullptr;
+          q.amax_bits = static_cast<int32_t*>(gmax.ptr);
+          const std::string w = fused::run(q, nullptr, gate);
+          if (!w.empty()) gate_detail += "; gated run: " + w;
+        },
+        [&] {
+          CHECK_CUDA(cudaMemset(gout.ptr, 0x5A, bytes));
+          if (ebytes) CHECK_CUDA(cudaMemset(gexp.ptr, 0x5A, ebytes));
+          CHECK_CUDA(cudaMemset(gmax.ptr, 0, 4));
+        },
+        [&] {
+          auto b = download<uint8_t>(gout, bytes);
+          if (ebytes) {
+            const auto e = download<uint8_t>(gexp, ebytes);
+            b.insert(b.end(), e.begin(), e.end());
+          }
+          return b;
+        },
+        poisoned, want, &gate_detail);
+    *detail += gate_detail;
+    wrong += !gate_ok;
   }
   return wrong == 0;
 }
