@@ -13,6 +13,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "fp32.h"
 #include "fused.h"
 #include "int8.h"
 #include "mixpert.h"
@@ -537,6 +538,50 @@ XLA_FFI_DEFINE_HANDLER(kFusedSplitStats, FusedSplitStatsImpl,
                            .Attr<int64_t>("lo_scale_bits")
                            .Attr<int64_t>("truncate"));
 
+// jaxemu's FP32 GEMM behind a gate (fp32.h; docs/auto.md, "The choice on
+// the device"): a (L, M, K), b (L, K, N) float32; choice one int32, run_if
+// the choices it runs for (read_gate); c_in C as the earlier candidates
+// left it, (L, M, N) float32 aliased to C, or empty for the first -> C
+// (L, M, N) float32, FP32's product where the gate is open.
+ffi::Error Fp32GatedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer choice,
+                         ffi::AnyBuffer c_in, ffi::Result<ffi::AnyBuffer> c, int64_t run_if) {
+  const std::string who = "jaxemu fp32 gated";
+  Gate gate;
+  ffi::Error err = read_gate(who, choice, run_if, &gate);
+  if (!err.success()) return err;
+  auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions(), di = c_in.dimensions();
+  if (a.element_type() != ffi::DataType::F32 || b.element_type() != ffi::DataType::F32 ||
+      c->element_type() != ffi::DataType::F32 || da.size() != 3 || db.size() != 3 || dc.size() != 3 ||
+      db[0] != da[0] || db[1] != da[2] || dc[0] != da[0] || dc[1] != da[1] || dc[2] != db[2])
+    return ffi::Error::InvalidArgument(who + ": expected float32 A (L, M, K), B (L, K, N), C (L, M, N); got " +
+                                       shape_str(da) + ", " + shape_str(db) + ", " + shape_str(dc));
+  if (c_in.element_count() > 0 &&
+      (c_in.element_type() != ffi::DataType::F32 || di.size() != 3 || !std::equal(di.begin(), di.end(), dc.begin()) ||
+       c_in.untyped_data() != c->untyped_data()))
+    return ffi::Error::InvalidArgument(who + ": c_in must be float32 of C's shape, aliased to C, or empty; got " +
+                                       shape_str(di));
+  fp32::Problem p;
+  p.a = static_cast<const float*>(a.untyped_data());
+  p.b = static_cast<const float*>(b.untyped_data());
+  p.c = static_cast<float*>(c->untyped_data());
+  p.batch = da[0], p.m = da[1], p.k = da[2], p.n = db[2];
+  std::string why = fp32::check(p);
+  if (!why.empty()) return ffi::Error::InvalidArgument(who + ": " + why);
+  why = fp32::run(p, stream, gate);
+  if (!why.empty()) return ffi::Error::Internal(who + ": " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kFp32Gated, Fp32GatedImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // a: (L, M, K) f32
+                           .Arg<ffi::AnyBuffer>()   // b: (L, K, N) f32
+                           .Arg<ffi::AnyBuffer>()   // choice: () or (1,) int32
+                           .Arg<ffi::AnyBuffer>()   // c_in: (L, M, N) f32 aliased to c, or (0,)
+                           .Ret<ffi::AnyBuffer>()   // c: (L, M, N) f32
+                           .Attr<int64_t>("run_if"));
+
 // The int8 GEMM (int8.h): A (L, M, K) int8, B (L, N, K) int8 -> C (L, M, N)
 // int32, exact (K <= 131071, multiple of 16; N a multiple of 4), or, with
 // moduli (jaxemu_int8_gemm_residues), C mod m_(l / (L / nmod)) as uint8 (N a
@@ -1004,6 +1049,7 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_fused_fp16_gated"] = capsule(kFusedFP16Gated);
     d["jaxemu_fused_tf32_gated"] = capsule(kFusedTF32Gated);
     d["jaxemu_fused_split_gated"] = capsule(kFusedSplitGated);
+    d["jaxemu_fp32_gated"] = capsule(kFp32Gated);
     d["jaxemu_fused_split_stats"] = capsule(kFusedSplitStats);
     d["jaxemu_fused_f32"] = capsule(kFusedF32);
     d["jaxemu_int8_gemm"] = capsule(kInt8Gemm);

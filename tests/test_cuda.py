@@ -741,9 +741,9 @@ def test_gated_split_and_product_write_only_where_the_choice_opens_them(scheme):
     (cuda_fused.Gate) give the ungated call's bits where the choice is in
     run_if, and where it is not leave C as the candidate before left it
     (c_in, aliased) or, for the first candidate, write nothing that a later
-    one does not overwrite: a chain of two candidates gives exactly the
-    chosen one's C, special values included (an Inf in A, fixed up on the
-    device)."""
+    one does not overwrite: a chain of three candidates (two schemes and
+    jaxemu's FP32 GEMM) gives exactly the chosen one's C, special values
+    included (an Inf in A, fixed up on the device)."""
     from jaxemu.backends import cuda_fused as cf
     from test_fused_layout import same_bits
     s = jaxemu.get_scheme(scheme)
@@ -765,13 +765,25 @@ def test_gated_split_and_product_write_only_where_the_choice_opens_them(scheme):
     plain = jax.jit(lambda a, b: product(s, a, b))(a, b)
     plain_other = jax.jit(lambda a, b: product(other, a, b))(a, b)
 
+    from jaxemu.backends.cuda_fp32 import fp32_product_gated
+
     @jax.jit
-    def chain(a, b, choice):  # candidate 0: `other`, candidate 1: `s`
+    def chain(a, b, choice):  # candidate 0: `other`, 1: `s`, 2: jaxemu's FP32 GEMM
         c = product(other, a, b, gate=cf.Gate(choice, (0,)))
-        return product(s, a, b, gate=cf.Gate(choice, (1,)), c_in=c)
+        c = product(s, a, b, gate=cf.Gate(choice, (1,)), c_in=c)
+        return fp32_product_gated(a, b, cf.Gate(choice, (2,)), c_in=c)
 
     for choice, want in ((1, plain), (0, plain_other)):
         same_bits(chain(a, b, jnp.int32(choice)), want)
+    # FP32 (choice 2): an FP32 dot product per entry (within K 2^-24 of
+    # sum |a b|), FP32's NaN/Inf where the float64 product has them
+    c32 = np.asarray(chain(a, b, jnp.int32(2)))
+    ref = np.einsum("lmk,lkn->lmn", a.astype(np.float64), b.astype(np.float64))
+    mag = np.einsum("lmk,lkn->lmn", np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
+    fin = np.isfinite(ref)
+    np.testing.assert_array_equal(np.isfinite(c32), fin)
+    np.testing.assert_array_equal(c32[~fin & ~np.isnan(ref)], ref[~fin & ~np.isnan(ref)])
+    assert np.all(np.abs(c32[fin] - ref[fin]) <= k * 2.0 ** -24 * mag[fin])
     # (FP32's rules: A's Inf makes its row of C not finite)
     assert not np.isfinite(np.asarray(plain)[1, 5]).any()
     ref = a[0].astype(np.float64) @ b[0].astype(np.float64)  # batch entry 0: finite

@@ -21,7 +21,7 @@
 // Built by CMake with -DJAXEMU_KERNEL_CHECK=ON (scripts/sanitize_kernels.sh
 // runs it under the sanitizer's tools); prints one line per case.
 //
-//   jaxemu_kernel_check [--list] [--family fused|f32|int8|residues|split|crt] [--start N] [--count N]
+//   jaxemu_kernel_check [--list] [--family fused|f32|int8|residues|split|crt|fp32] [--start N] [--count N]
 //   jaxemu_kernel_check --time-f32 BxMxKxN | --time-mixpert BxMxKxN[:SAxSB][:normal] | --time-split BxRxK[:normal]
 //   (timing only)
 #include <algorithm>
@@ -40,6 +40,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "fp32.h"
 #include "fused.h"
 #include "int8.h"
 #include "int8/crt.cuh"
@@ -1227,6 +1228,97 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
   return wrong == 0;
 }
 
+// ----------------------------------------------------------------- fp32 --
+// jaxemu's FP32 GEMM (ffi/fp32.h): the FP32 candidate of auto's choice on
+// the device. Against a float64 product: FP32 accuracy (each entry within
+// K 2^-24 of the sum of |a b| over its terms, a dot product's bound), and
+// FP32's special values (NaN, Inf where the float64 product of the FP32
+// values has them, with its sign); gated like the others (gated_runs).
+
+struct Fp32Case {
+  int64_t batch, m, k, n;
+  bool specials;  // an Inf in A, a NaN in B, an Inf meeting a zero
+};
+
+std::vector<Fp32Case> fp32_cases() {
+  // Odd sizes around the 128 x 128 x 8 tiles, K = 0 and 1, a long K.
+  return {{1, 1, 1, 1, false},    {2, 7, 17, 5, false},   {1, 129, 1000, 131, false}, {3, 128, 8, 128, false},
+          {1, 1000, 33, 7, false}, {1, 5, 0, 9, false},   {2, 257, 4099, 130, false}, {1, 64, 1, 300, false},
+          {2, 131, 77, 129, true}, {1, 1, 5000, 1, true}};
+}
+
+std::string label(const Fp32Case& c) {
+  char buf[120];
+  std::snprintf(buf, sizeof buf, "fp32 %lldx%lldx%lldx%lld%s", (long long)c.batch, (long long)c.m, (long long)c.k,
+                (long long)c.n, c.specials ? " specials" : "");
+  return buf;
+}
+
+bool run_fp32(const Fp32Case& c, std::mt19937_64& rng, std::string* detail) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::uniform_int_distribution<int> ue(-20, 20);
+  std::vector<float> a(size_t(c.batch * c.m * c.k)), b(size_t(c.batch * c.k * c.n));
+  for (auto& x : a) x = std::ldexp(u(rng), ue(rng));
+  for (auto& x : b) x = std::ldexp(u(rng), ue(rng));
+  if (c.specials && c.k >= 3 && c.m >= 2 && c.n >= 2) {
+    a[0] = INFINITY;                                  // row 0 of batch 0: Inf (or NaN where b meets it with 0)
+    b[size_t(1 * c.n + 1)] = NAN;                     // column 1: NaN throughout
+    a[size_t(1 * c.k + 2)] = -INFINITY;               // row 1 meets column 0's zero at K-step 2: NaN
+    b[size_t(2 * c.n + 0)] = 0.f;
+  } else if (c.specials && c.k >= 1) {
+    a[0] = INFINITY;
+  }
+  fp32::Problem p;
+  const size_t cn = size_t(c.batch * c.m * c.n);
+  Device da(a.size() * 4), db(b.size() * 4), dc(cn * 4);
+  upload(da, a);
+  upload(db, b);
+  p.a = static_cast<const float*>(da.ptr);
+  p.b = static_cast<const float*>(db.ptr);
+  p.c = static_cast<float*>(dc.ptr);
+  p.batch = c.batch, p.m = c.m, p.k = c.k, p.n = c.n;
+  CHECK_CUDA(cudaMemset(dc.ptr, 0xFF, cn * 4));  // poison (NaN): an entry not written fails
+  std::string why = fp32::run(p, nullptr);
+  if (!why.empty()) {
+    *detail = "run: " + why;
+    return false;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = download<float>(dc, cn);
+  int64_t wrong = 0;
+  double worst = 0;
+  for (int64_t l = 0; l < c.batch; ++l)
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double ref = 0, mag = 0;
+        for (int64_t q = 0; q < c.k; ++q) {
+          const double x = a[size_t((l * c.m + i) * c.k + q)], y = b[size_t((l * c.k + q) * c.n + j)];
+          ref += x * y;
+          mag += std::fabs(x * y);
+        }
+        const double g = got[size_t((l * c.m + i) * c.n + j)];
+        if (!std::isfinite(ref) || !std::isfinite(mag)) {  // the same NaN, or the same signed Inf
+          wrong += std::isnan(ref) ? !std::isnan(g) : g != ref;
+          continue;
+        }
+        const double err = std::fabs(g - ref) / (mag > 0 ? mag : 1.0);
+        worst = std::max(worst, std::isnan(err) ? INFINITY : err);
+      }
+  const double bound = std::max<double>(1, double(c.k)) * std::ldexp(1.0, -24);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "max error %.2e of sum |a b| (bound K 2^-24 = %.2e), %lld special values wrong",
+                worst, bound, (long long)wrong);
+  *detail = buf;
+  std::vector<uint8_t> want(cn * 4), poisoned(cn * 4, 0x5A);
+  std::memcpy(want.data(), got.data(), cn * 4);
+  const bool gate_ok = gated_runs([&](jaxemu::Gate gate) {
+    const std::string w = fp32::run(p, nullptr, gate);
+    if (!w.empty()) *detail += "; gated run: " + w;
+  }, [&] { CHECK_CUDA(cudaMemset(dc.ptr, 0x5A, cn * 4)); }, [&] { return download<uint8_t>(dc, cn * 4); },
+                                  poisoned, want, detail);
+  return wrong == 0 && worst <= bound && gate_ok;
+}
+
 // ------------------------------------------------------------------ crt --
 
 struct CrtCase {
@@ -1850,7 +1942,7 @@ int main(int argc, char** argv) {
     else if (a == "--time-mixpert" && i + 1 < argc) return time_mixpert(argv[++i]);
     else if (a == "--time-split" && i + 1 < argc) return time_split(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--list] [--family fused|f32|int8|residues|split|crt] [--start N] [--count N] "
+      std::fprintf(stderr, "usage: %s [--list] [--family fused|f32|int8|residues|split|crt|fp32] [--start N] [--count N] "
                    "| --time-f32 BxMxKxN | --time-mixpert BxMxKxN[:SAxSB][:normal] | --time-split BxRxK[:normal]\n",
                    argv[0]);
       return 2;
@@ -1868,6 +1960,7 @@ int main(int argc, char** argv) {
   const auto sc = split_cases();
   const auto cc = crt_cases();
   const auto f32c = f32_cases();
+  const auto fp32c = fp32_cases();
   if (family.empty() || family == "fused")
     for (size_t i = 0; i < fc.size(); ++i) cases.push_back({label(fc[i]), 0, i});
   if (family.empty() || family == "int8")
@@ -1880,6 +1973,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < sc.size(); ++i) cases.push_back({label(sc[i]), 4, i});
   if (family.empty() || family == "f32")
     for (size_t i = 0; i < f32c.size(); ++i) cases.push_back({label(f32c[i]), 5, i});
+  if (family.empty() || family == "fp32")
+    for (size_t i = 0; i < fp32c.size(); ++i) cases.push_back({label(fp32c[i]), 6, i});
   const long end = count < 0 ? long(cases.size()) : std::min(long(cases.size()), start + count);
   if (list) {
     for (long i = start; i < end; ++i) std::printf("%ld %s\n", i, cases[size_t(i)].label.c_str());
@@ -1901,7 +1996,8 @@ int main(int argc, char** argv) {
               : e.family == 2 ? run_crt(cc[e.index], rng, &detail)
               : e.family == 3 ? run_residues(rc[e.index], rng, &detail)
               : e.family == 4 ? run_split(sc[e.index], rng, &detail)
-                              : run_f32(f32c[e.index], rng, &detail);
+              : e.family == 5 ? run_f32(f32c[e.index], rng, &detail)
+                              : run_fp32(fp32c[e.index], rng, &detail);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
       ok = false;
