@@ -790,3 +790,35 @@ def test_gated_split_and_product_write_only_where_the_choice_opens_them(scheme):
     assert np.max(np.abs(np.asarray(plain)[0] - ref)) <= 1e-6 * np.max(np.abs(ref))
     with pytest.raises(ValueError, match="0..31"):
         cf.Gate(jnp.int32(0), (32,)).run_if_bits()
+
+
+def test_auto_chooses_on_the_device_without_a_conditional(monkeypatch):
+    """JAXEMU_CUDA_DEVICE_CHOICE=1 (opt-in; docs/auto.md, "The choice on the
+    device"): at 2048^3 auto's compiled program holds no conditional, and
+    gives the conditional's bits where fp16x3 or bf16x6 runs; on values
+    beyond 2^100 (FP32 only) jaxemu's FP32 GEMM runs: FP32's error class
+    against float64, not cuBLAS's bits."""
+    from test_fused_layout import same_bits
+    rng = np.random.default_rng(11)
+    n = 2048
+    a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    b = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+
+    def auto_run(a, b):
+        jax.clear_caches()
+        f = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme="auto"))
+        return np.asarray(f(a, b)), f.lower(a, b).compile().as_text()
+
+    monkeypatch.delenv("JAXEMU_CUDA_DEVICE_CHOICE", raising=False)
+    want, hlo = auto_run(a, b)
+    assert "conditional(" in hlo
+    monkeypatch.setenv("JAXEMU_CUDA_DEVICE_CHOICE", "1")
+    got, hlo = auto_run(a, b)
+    assert "conditional(" not in hlo and "jaxemu_fp32_gated" in hlo
+    same_bits(got, want)
+    a2 = a.copy()
+    a2[3, 5] = np.float32(2.0**110)  # class 2: FP32 only
+    got2, _ = auto_run(a2, b)
+    ref = a2.astype(np.float64) @ b.astype(np.float64)
+    mag = np.abs(a2).astype(np.float64) @ np.abs(b).astype(np.float64)
+    assert np.all(np.abs(got2 - ref) <= n * 2.0 ** -24 * mag)
