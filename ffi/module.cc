@@ -184,25 +184,31 @@ ffi::Error FusedGatedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
                                  kc_tiles, splits, tile_n, b32_rows, gate);
 }
 
+// The operands and attributes the fused GEMM's targets share (plain and gated).
+#define JAXEMU_FUSED_OPERANDS                                                                     \
+  .Arg<ffi::AnyBuffer>()     /* a: (L, M, K/TK, Sa, TK) */                                        \
+      .Arg<ffi::AnyBuffer>() /* b: (L, N, K/TK, Sb, TK) */                                        \
+      .Arg<ffi::AnyBuffer>() /* row_exp: (L, M) int32 or empty */                                 \
+      .Arg<ffi::AnyBuffer>() /* col_exp: (L, N) int32 or empty */                                 \
+      .Arg<ffi::AnyBuffer>() /* a32: (L, M, k) f32 or empty */                                    \
+      .Arg<ffi::AnyBuffer>() /* b32: (L, k, N) / (L, N, k) f32 or empty */                        \
+      .Arg<ffi::AnyBuffer>() /* amax: (2,) f32 or empty */
+#define JAXEMU_FUSED_ATTRS                                                                        \
+  .Attr<ffi::Span<const int64_t>>("term_a")                                                       \
+      .Attr<ffi::Span<const int64_t>>("term_b")                                                   \
+      .Attr<ffi::Span<const int64_t>>("term_exp")                                                 \
+      .Attr<ffi::Span<const int64_t>>("kc_tiles")                                                 \
+      .Attr<int64_t>("splits")                                                                    \
+      .Attr<int64_t>("tile_n")                                                                    \
+      .Attr<int64_t>("b32_rows")
+
 #define JAXEMU_FUSED_HANDLER(name, kind, dtype)                                                   \
   XLA_FFI_DEFINE_HANDLER(name, (FusedImpl<fused::SliceType::kind, ffi::DataType::dtype>),        \
                          ffi::Ffi::Bind()                                                         \
                              .Ctx<ffi::PlatformStream<cudaStream_t>>()                            \
-                             .Arg<ffi::AnyBuffer>()  /* a: (L, M, K/TK, Sa, TK) */                \
-                             .Arg<ffi::AnyBuffer>()  /* b: (L, N, K/TK, Sb, TK) */                \
-                             .Arg<ffi::AnyBuffer>()  /* row_exp: (L, M) int32 or empty */         \
-                             .Arg<ffi::AnyBuffer>()  /* col_exp: (L, N) int32 or empty */         \
-                             .Arg<ffi::AnyBuffer>()  /* a32: (L, M, k) f32 or empty */            \
-                             .Arg<ffi::AnyBuffer>()  /* b32: (L, k, N) / (L, N, k) f32 or empty */ \
-                             .Arg<ffi::AnyBuffer>()  /* amax: (2,) f32 or empty */                \
+                             JAXEMU_FUSED_OPERANDS                                                \
                              .Ret<ffi::AnyBuffer>()  /* c: (splits, L, M, N) f32 */               \
-                             .Attr<ffi::Span<const int64_t>>("term_a")                            \
-                             .Attr<ffi::Span<const int64_t>>("term_b")                            \
-                             .Attr<ffi::Span<const int64_t>>("term_exp")                          \
-                             .Attr<ffi::Span<const int64_t>>("kc_tiles")                          \
-                             .Attr<int64_t>("splits")                                             \
-                             .Attr<int64_t>("tile_n")                                             \
-                             .Attr<int64_t>("b32_rows"));
+                             JAXEMU_FUSED_ATTRS);
 
 JAXEMU_FUSED_HANDLER(kFusedBF16, kBF16, BF16)
 JAXEMU_FUSED_HANDLER(kFusedFP16, kFP16, F16)
@@ -212,23 +218,11 @@ JAXEMU_FUSED_HANDLER(kFusedTF32, kTF32, F32)
   XLA_FFI_DEFINE_HANDLER(name, (FusedGatedImpl<fused::SliceType::kind, ffi::DataType::dtype>),   \
                          ffi::Ffi::Bind()                                                         \
                              .Ctx<ffi::PlatformStream<cudaStream_t>>()                            \
-                             .Arg<ffi::AnyBuffer>()  /* a */                                      \
-                             .Arg<ffi::AnyBuffer>()  /* b */                                      \
-                             .Arg<ffi::AnyBuffer>()  /* row_exp */                                \
-                             .Arg<ffi::AnyBuffer>()  /* col_exp */                                \
-                             .Arg<ffi::AnyBuffer>()  /* a32 */                                    \
-                             .Arg<ffi::AnyBuffer>()  /* b32 */                                    \
-                             .Arg<ffi::AnyBuffer>()  /* amax */                                   \
+                             JAXEMU_FUSED_OPERANDS                                                \
                              .Arg<ffi::AnyBuffer>()  /* choice: () or (1,) int32 */               \
                              .Arg<ffi::AnyBuffer>()  /* c_in: (1, L, M, N) f32 aliased, or (0,) */ \
                              .Ret<ffi::AnyBuffer>()  /* c: (1, L, M, N) f32 */                    \
-                             .Attr<ffi::Span<const int64_t>>("term_a")                            \
-                             .Attr<ffi::Span<const int64_t>>("term_b")                            \
-                             .Attr<ffi::Span<const int64_t>>("term_exp")                          \
-                             .Attr<ffi::Span<const int64_t>>("kc_tiles")                          \
-                             .Attr<int64_t>("splits")                                             \
-                             .Attr<int64_t>("tile_n")                                             \
-                             .Attr<int64_t>("b32_rows")                                           \
+                             JAXEMU_FUSED_ATTRS                                                   \
                              .Attr<int64_t>("run_if"));
 
 JAXEMU_FUSED_GATED_HANDLER(kFusedBF16Gated, kBF16, BF16)
