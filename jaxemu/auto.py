@@ -932,8 +932,10 @@ def device_choice(candidates, shape, gated) -> Optional[Tuple[Candidate, ...]]:
     if gated is None or 2.0 * bsz * m * n * k > DEVICE_CHOICE_MAX_FLOPS:
         return None
     pures = tuple(c for c in candidates if not c.hybrid)
-    if pures[0].scheme != "fp16x3" or pures[-1].scheme != "fp32":
+    names = [c.scheme for c in pures]
+    if names[0] != "fp16x3" or "fp32" not in names:
         return None
+    pures = pures[:names.index("fp32") + 1]  # (FP32 is always allowed: none after it is chosen)
     return pures if all(gated.runs(c.scheme, shape) for c in pures) else None
 
 

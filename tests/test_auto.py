@@ -616,7 +616,9 @@ def test_the_choice_on_the_device_gives_the_conditionals_result(kind, monkeypatc
     monkeypatch.setenv("JAXEMU_CUDA_DEVICE_CHOICE", "1")
     got = run()
     pl = auto.plan(1, *a.shape, b.shape[1], AUTO, "cpu", "fake")
-    assert calls == [c.scheme for c in pl.candidates if not c.hybrid] and calls[0] == "fp16x3" and calls[-1] == "fp32"
+    assert calls == [c.scheme for c in auto.device_choice(pl.candidates, (1, a.shape[0], b.shape[1], a.shape[1]),
+                                                         backends._GATED["cpu"])]
+    assert calls[0] == "fp16x3" and calls[-1] == "fp32"
     same_bits(got, want)
     if kind == "class 2":  # the FP32 candidate ran: FP32's product
         same_bits(got, np.asarray(fp32_dot(a, b)))
@@ -626,3 +628,22 @@ def test_the_choice_on_the_device_gives_the_conditionals_result(kind, monkeypatc
     assert auto.device_choice(pl.candidates, shape, None) is None
     monkeypatch.setattr(auto, "DEVICE_CHOICE_MAX_FLOPS", 1.0)
     assert auto.device_choice(pl.candidates, shape, backends._GATED["cpu"]) is None
+
+
+def test_the_choice_on_the_device_takes_the_pure_candidates_up_to_fp32():
+    """auto.device_choice: the plan's pure candidates in its order, up to
+    FP32 (always allowed: none after it is ever chosen), hybrids left out;
+    None where fp16x3 is not first, a candidate cannot run gated, or
+    without gated products."""
+    from jaxemu import backends
+    C = auto.Candidate
+    shape = (1, 2048, 2048, 2048)
+    every = backends.GatedProduct(lambda scheme, shape: True, None)
+    plan = (C("fp16x3", 1.0), C("bf16x6", 2.0, True, 1024, 2048), C("fp32", 3.0), C("bf16x6", 4.0))
+    assert [c.scheme for c in auto.device_choice(plan, shape, every)] == ["fp16x3", "fp32"]
+    plan = (C("fp16x3", 1.0), C("bf16x6", 2.0), C("fp32", 3.0))
+    assert [c.scheme for c in auto.device_choice(plan, shape, every)] == ["fp16x3", "bf16x6", "fp32"]
+    assert auto.device_choice(plan[1:], shape, every) is None
+    assert auto.device_choice(plan, shape, backends.GatedProduct(lambda s, shape: s != "bf16x6", None)) is None
+    assert auto.device_choice(plan, shape, None) is None
+    assert auto.device_choice(plan, (8, 8192, 8192, 8192), every) is None  # past DEVICE_CHOICE_MAX_FLOPS
