@@ -914,9 +914,9 @@ def _hybrids_shared(hybrids, a, b, order, inverse, which, split: SplitProduct, p
 # up to this many flops (2 B M N K), where the conditional's host round trip
 # weighs (H200, stop 59: auto over fp16x3 1.31-1.50 at 2048^3 with it,
 # 1.02-1.05 with its choice not acted on; ~1 % at 8192^3, where the
-# conditional keeps the hybrids). 2 x 4096^3 and 8 x 2 x 2048^3 are within;
-# 2 x 8192^3 is not. Provisional: to be set from the gated form's own
-# measurements.
+# conditional keeps the hybrids). 4096^3 and 8 x 2048^3 (1.4e11 flops each)
+# are within, 8192^3 (1.1e12) is not. Provisional: to be set from the gated
+# form's own measurements.
 DEVICE_CHOICE_MAX_FLOPS = 4e11
 
 
