@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "common/gate.h"
 #include "fused/params.h"
 
 namespace jaxemu {
@@ -21,7 +22,11 @@ int k_align(SliceType t);  // == tile_k(t)
 std::string check(SliceType t, const Problem& p);
 
 // Launches on `stream` (no host synchronisation); "" or an error message.
-std::string run(SliceType t, const Problem& p, cudaStream_t stream);
+// `gate` (common/gate.h): closed, the launch writes nothing (C keeps what
+// it held). A kernel argument of its own, not a Problem member: a larger
+// parameter struct changed ptxas's register allocation (the split kernels:
+// 117 -> 178 registers, sm_90a, stop 59).
+std::string run(SliceType t, const Problem& p, cudaStream_t stream, Gate gate = {});
 
 // After run() of a Problem without K-splits: FP32's special values in C.
 // Unless max |A| max |B| k < 2^100 (amax: the two maxima, float32, on the
@@ -31,12 +36,12 @@ std::string run(SliceType t, const Problem& p, cudaStream_t stream);
 // (L, N, k); k the product's own K (the slices' is padded). A launch that
 // returns at once when the test passes: no conditional on the host.
 std::string fixup_special(const Problem& p, const float* a, const float* b, int64_t k, bool b_rows,
-                          const float* amax, cudaStream_t stream);
+                          const float* amax, cudaStream_t stream, Gate gate = {});
 
 // The operand split (fused/params.h: SplitProblem): "" when it can run,
 // else why not; launches on `stream`.
 std::string check(const SplitProblem& p);
-std::string run(const SplitProblem& p, cudaStream_t stream);
+std::string run(const SplitProblem& p, cudaStream_t stream, Gate gate = {});  // (gate: as the GEMM's)
 
 // The kernels that read FP32 operands and split them in shared memory
 // (fused/params.h: SplitF32; bf16 slices): p.a, p.b float32 (L, M, K) and

@@ -14,7 +14,7 @@ namespace jaxemu {
 namespace fused {
 
 #define JAXEMU_FUSED_DECLARE(name, type, slices_a, slices_b, tile_n, partials, terms0, terms1) \
-  std::string run_##name(const Problem&, cudaStream_t);
+  std::string run_##name(const Problem&, cudaStream_t, Gate);
 JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_DECLARE)
 #undef JAXEMU_FUSED_DECLARE
 
@@ -39,8 +39,8 @@ __device__ __forceinline__ void reduce_amax(const SplitProblem& p, uint32_t m) {
 // The split of a (batch, rows, k) operand: one thread per 8 values of a row
 // (grid-stride), split_rows_task in fused/split.cuh.
 constexpr int kRowValues = 8;
-__global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p) {
-  const int64_t tasks = p.batch * p.rows * (p.k_out / kRowValues);
+__global__ void __launch_bounds__(256) split_rows_kernel(const SplitProblem p, const Gate gate) {
+  const int64_t tasks = gate_closed(gate) ? 0 : p.batch * p.rows * (p.k_out / kRowValues);
   uint32_t m = 0;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < tasks; t += int64_t(gridDim.x) * blockDim.x)
     m = max(m, split_rows_task<kRowValues>(p, t));
@@ -182,12 +182,12 @@ __device__ __forceinline__ void store_row_stats(const SplitProblem& p, int64_t r
 // partials meet in a butterfly over the row's lanes, lane 0 of a live row
 // stores (a dead row's lanes take part in the shuffles: zeros, no probe).
 template <int Lanes, int Tasks, int kStats>
-__global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem p) {
+__global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem p, const Gate gate) {
   static_assert(Lanes == 8 || Lanes == 16 || Lanes == 32, "8, 16 or 32 lanes per row");
   constexpr bool kProbe = kStats == kWithProbe;
   constexpr int kRowsPerWarp = 32 / Lanes;
   const int lane = threadIdx.x % Lanes;
-  const int64_t row_count = p.batch * p.rows;
+  const int64_t row_count = gate_closed(gate) ? 0 : p.batch * p.rows;  // (a closed gate: no rows)
   const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   const int64_t warp_rows = (row_count + kRowsPerWarp - 1) / kRowsPerWarp;
@@ -233,14 +233,15 @@ __global__ void __launch_bounds__(256) split_rows_exp_kernel(const SplitProblem 
 // any more (every thread has passed this row's barrier, so has read the
 // buffer of the row before), one barrier per row.
 template <int Tasks, int kStats>
-__global__ void __launch_bounds__(kSplitExpBlockThreads) split_rows_exp_block_kernel(const SplitProblem p) {
+__global__ void __launch_bounds__(kSplitExpBlockThreads) split_rows_exp_block_kernel(const SplitProblem p,
+                                                                                        const Gate gate) {
   constexpr int kWarps = kSplitExpBlockThreads / 32;
   constexpr bool kProbe = kStats == kWithProbe;
   static_assert(kWarps == 8, "the warp partials' butterfly takes lanes 0..7");
   __shared__ uint32_t warp_max[2][kWarps];
   __shared__ stats::RowPartial<kProbe> warp_stats[2][kStats != kNoStats ? kWarps : 1];
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
-  const int64_t row_count = p.batch * p.rows;
+  const int64_t row_count = gate_closed(gate) ? 0 : p.batch * p.rows;  // (a closed gate: no rows)
   uint32_t m = 0;
   int buf = 0;
   for (int64_t row_id = blockIdx.x; row_id < row_count; row_id += gridDim.x, buf ^= 1) {  // (uniform across the block)
@@ -276,9 +277,9 @@ __global__ void __launch_bounds__(kSplitExpBlockThreads) split_rows_exp_block_ke
 // tile's loads stay in flight while a block splits and stores this one (H200,
 // 8192^3, fp16 slices: 1.06-1.10x faster than one tile, same bits; stop 42,
 // docs/performance.md).
-__global__ void __launch_bounds__(kTileThreads) split_transposed_kernel(const SplitProblem p) {
+__global__ void __launch_bounds__(kTileThreads) split_transposed_kernel(const SplitProblem p, const Gate gate) {
   uint32_t m = 0;
-  for_each_transposed_tile<2>(p.x, p.batch, p.k, p.rows, p.k_out, p.rows,
+  for_each_transposed_tile<2>(p.x, gate_closed(gate) ? 0 : p.batch, p.k, p.rows, p.k_out, p.rows,
                               [&](int64_t b, int64_t r, int64_t k0, const float* col, int64_t stride) {
                              m = max(m, split_transposed_task(p, b, r, k0, col, stride, 16));
                            });
@@ -314,30 +315,31 @@ std::string check(const SplitProblem& p) {
 // split_exp_shape), or past kSplitExpMaxK split_rows_exp_block_kernel (a
 // block per row), at most cap blocks.
 template <int kStats>
-static void launch_rows_exp(const SplitProblem& p, int64_t cap, cudaStream_t stream) {
+static void launch_rows_exp(const SplitProblem& p, int64_t cap, cudaStream_t stream, Gate gate) {
   const int64_t rows = p.batch * p.rows;
   static_assert(kSplitExpMaxK == 32 * kRowValues * 8, "tasks per lane: 1, 2, 4 or 8");
   static_assert(kSplitExpBlockMaxK == kSplitExpBlockThreads * kRowValues * 4, "tasks per thread: 2 or 4");
   auto blocks = [&](int rows_per_warp) { return int(std::min((rows + 8 * rows_per_warp - 1) / (8 * rows_per_warp), cap)); };
   const SplitExpShape s = split_exp_shape(p.k_out / kRowValues);
   const int row_blocks = int(std::min(rows, cap));
-  if (s.lanes == 8) split_rows_exp_kernel<8, 1, kStats><<<blocks(4), 256, 0, stream>>>(p);
-  else if (s.lanes == 16) split_rows_exp_kernel<16, 1, kStats><<<blocks(2), 256, 0, stream>>>(p);
+  if (s.lanes == 8) split_rows_exp_kernel<8, 1, kStats><<<blocks(4), 256, 0, stream>>>(p, gate);
+  else if (s.lanes == 16) split_rows_exp_kernel<16, 1, kStats><<<blocks(2), 256, 0, stream>>>(p, gate);
   else if (s.lanes == kSplitExpBlockThreads && s.tasks == 2)
-    split_rows_exp_block_kernel<2, kStats><<<row_blocks, kSplitExpBlockThreads, 0, stream>>>(p);
+    split_rows_exp_block_kernel<2, kStats><<<row_blocks, kSplitExpBlockThreads, 0, stream>>>(p, gate);
   else if (s.lanes == kSplitExpBlockThreads)
-    split_rows_exp_block_kernel<4, kStats><<<row_blocks, kSplitExpBlockThreads, 0, stream>>>(p);
-  else if (s.tasks == 1) split_rows_exp_kernel<32, 1, kStats><<<blocks(1), 256, 0, stream>>>(p);
-  else if (s.tasks == 2) split_rows_exp_kernel<32, 2, kStats><<<blocks(1), 256, 0, stream>>>(p);
-  else if (s.tasks == 4) split_rows_exp_kernel<32, 4, kStats><<<blocks(1), 256, 0, stream>>>(p);
-  else split_rows_exp_kernel<32, 8, kStats><<<blocks(1), 256, 0, stream>>>(p);
+    split_rows_exp_block_kernel<4, kStats><<<row_blocks, kSplitExpBlockThreads, 0, stream>>>(p, gate);
+  else if (s.tasks == 1) split_rows_exp_kernel<32, 1, kStats><<<blocks(1), 256, 0, stream>>>(p, gate);
+  else if (s.tasks == 2) split_rows_exp_kernel<32, 2, kStats><<<blocks(1), 256, 0, stream>>>(p, gate);
+  else if (s.tasks == 4) split_rows_exp_kernel<32, 4, kStats><<<blocks(1), 256, 0, stream>>>(p, gate);
+  else split_rows_exp_kernel<32, 8, kStats><<<blocks(1), 256, 0, stream>>>(p, gate);
 }
 
-std::string run(const SplitProblem& p, cudaStream_t stream) {
+std::string run(const SplitProblem& p, cudaStream_t stream, Gate gate) {
   std::string why = check(p);
   if (!why.empty()) return why;
   // Rows without values: exponent 0, the rule's; with the statistics, the
   // kernel below writes both (it loads no value: every one is padding).
+  // (Written whatever the gate says: a gated product has K > 0.)
   if (p.exp_out && !p.stats_out && p.batch * p.rows > 0 && p.k_out == 0) {
     const cudaError_t e = cudaMemsetAsync(p.exp_out, 0, size_t(p.batch * p.rows) * sizeof(int32_t), stream);
     return e == cudaSuccess ? "" : std::string("split: memset of the exponents: ") + cudaGetErrorString(e);
@@ -355,15 +357,15 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
   const int64_t cap = p.max_blocks > 0 ? p.max_blocks : int64_t(sms) * 16;
   // One row of a transposed operand, (L, K, 1), is laid out as (L, 1, K).
   if (p.exp_out) {
-    if (!p.stats_out) launch_rows_exp<kNoStats>(p, cap, stream);
-    else if (p.stats_probe) launch_rows_exp<kWithProbe>(p, cap, stream);
-    else launch_rows_exp<kExtremes>(p, cap, stream);
+    if (!p.stats_out) launch_rows_exp<kNoStats>(p, cap, stream, gate);
+    else if (p.stats_probe) launch_rows_exp<kWithProbe>(p, cap, stream, gate);
+    else launch_rows_exp<kExtremes>(p, cap, stream, gate);
   } else if (p.transposed && p.rows != 1) {
     const int blocks = int(std::min(transposed_tiles(p.batch, p.k_out, p.rows), cap));
-    split_transposed_kernel<<<blocks, kTileThreads, 0, stream>>>(p);
+    split_transposed_kernel<<<blocks, kTileThreads, 0, stream>>>(p, gate);
   } else {
     const int64_t tasks = p.batch * p.rows * (p.k_out / kRowValues);
-    split_rows_kernel<<<int(std::min((tasks + 255) / 256, cap)), 256, 0, stream>>>(p);
+    split_rows_kernel<<<int(std::min((tasks + 255) / 256, cap)), 256, 0, stream>>>(p, gate);
   }
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("split kernel launch: ") + cudaGetErrorString(e);
@@ -372,7 +374,7 @@ std::string run(const SplitProblem& p, cudaStream_t stream) {
 // The kernel of a configuration, or null when none was generated: the one
 // compiled for the plan's term counts if there is one (its wgmma of a K-tile
 // are one group), else the one that reads the counts at run time.
-using RunFn = std::string (*)(const Problem&, cudaStream_t);
+using RunFn = std::string (*)(const Problem&, cudaStream_t, Gate);
 static RunFn kernel_for(SliceType t, int sa, int sb, int tile_n, const TermPlan& plan, int nterms) {
   const int n0 = nterms - plan.n1, n1 = plan.n1;
 #define JAXEMU_FUSED_FIXED(name, type, s_a, s_b, tn, partials, t0, t1) \
@@ -425,12 +427,12 @@ std::string check(SliceType t, const Problem& p) {
   return "";
 }
 
-std::string run(SliceType t, const Problem& p, cudaStream_t stream) {
+std::string run(SliceType t, const Problem& p, cudaStream_t stream, Gate gate) {
   std::string why = check(t, p);
   if (!why.empty()) return why;
   TermPlan plan;
   plan_terms(p, &plan);
-  return kernel_for(t, p.sa, p.sb, p.tile_n, plan, p.nterms)(p, stream);
+  return kernel_for(t, p.sa, p.sb, p.tile_n, plan, p.nterms)(p, stream, gate);
 }
 
 // C = the K-splits' partials summed in split order (the order the slice path
@@ -456,14 +458,16 @@ __global__ void __launch_bounds__(256) reduce_splits_kernel(const float* __restr
 // emulation reproduces as "not finite" but not always as the same one: Inf
 // * a slice rounded to 0 is NaN; and FP32's own value where the emulation
 // overflowed). A (L, M, K); B (L, K, N), or with b_rows B^T (L, N, K). Rare,
-// so simple: one thread per entry of C; otherwise it returns at once.
+// so simple: one thread per entry of C; otherwise it returns at once, as it
+// does where its gate (its product's: common/gate.h) is closed.
 // The fits test is jaxemu/backends/xla.py's product_fits: max|A| max|B| K <
 // 2^100 in float32 arithmetic (NaN, Inf and Inf * 0 fail it): then no slice,
 // partial sum or value of C can overflow, and the operands are finite.
 __global__ void __launch_bounds__(256) fixup_special_kernel(const float* __restrict__ a, const float* __restrict__ b,
                                                             float* __restrict__ c, int64_t m, int64_t n, int64_t k,
                                                             int64_t batch, bool b_rows, const int32_t* flags,
-                                                            const float* amax) {
+                                                            const float* amax, const Gate gate) {
+  if (gate_closed(gate)) return;
   if (flags != nullptr) {
     if (*reinterpret_cast<const volatile int32_t*>(flags) == 0) return;
   } else if ((amax[0] * amax[1]) * float(k) < 0x1p100f) {
@@ -485,14 +489,14 @@ __global__ void __launch_bounds__(256) fixup_special_kernel(const float* __restr
 static int fixup_blocks(int64_t count, int sms) { return int(std::min<int64_t>((count + 255) / 256, int64_t(sms) * 8)); }
 
 std::string fixup_special(const Problem& p, const float* a, const float* b, int64_t k, bool b_rows,
-                          const float* amax, cudaStream_t stream) {
+                          const float* amax, cudaStream_t stream, Gate gate) {
   if (p.splits != 1) return "the fix-up reads C: a launch without K-splits";
   int device = 0, sms = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (e != cudaSuccess) return std::string("cannot query the device: ") + cudaGetErrorString(e);
   fixup_special_kernel<<<fixup_blocks(p.batch * p.m * p.n, sms), 256, 0, stream>>>(a, b, p.c, p.m, p.n, k, p.batch,
-                                                                                  b_rows, nullptr, amax);
+                                                                                  b_rows, nullptr, amax, gate);
   e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("fix-up launch: ") + cudaGetErrorString(e);
 }
@@ -508,7 +512,7 @@ std::string finish_f32(const Problem& p, const SplitF32& f32, int sms, cudaStrea
   // rather than give FP32's value here, one thread per entry.
   if (p.item_exp == nullptr)
     fixup_special_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(p.a), static_cast<const float*>(p.b),
-                                                     p.c, p.m, p.n, p.k, p.batch, false, f32.flags, nullptr);
+                                                     p.c, p.m, p.n, p.k, p.batch, false, f32.flags, nullptr, Gate{});
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("split-K sum / fix-up launch: ") + cudaGetErrorString(e);
 }

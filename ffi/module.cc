@@ -1,6 +1,7 @@
 // The nanobind module jaxemu._jaxemu_cuda: XLA FFI handlers for the CUDA
 // kernels, exported as capsules by registrations() (jax/examples/ffi style),
 // plus the few facts the Python side needs to decide what it can run.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "fp32.h"
 #include "fused.h"
 #include "int8.h"
 #include "mixpert.h"
@@ -57,11 +59,12 @@ bool read_terms(ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b
 // fixup_special; splits == 1). Empty a32, b32: C as the kernel made it (the
 // caller decided).
 template <fused::SliceType kType, ffi::DataType kDtype>
-ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer row_exp,
-                     ffi::AnyBuffer col_exp, ffi::AnyBuffer a32, ffi::AnyBuffer b32, ffi::AnyBuffer amax,
-                     ffi::Result<ffi::AnyBuffer> c, ffi::Span<const int64_t> term_a,
-                     ffi::Span<const int64_t> term_b, ffi::Span<const int64_t> term_exp,
-                     ffi::Span<const int64_t> kc_tiles, int64_t splits, int64_t tile_n, int64_t b32_rows) {
+ffi::Error FusedRun(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer row_exp,
+                    ffi::AnyBuffer col_exp, ffi::AnyBuffer a32, ffi::AnyBuffer b32, ffi::AnyBuffer amax,
+                    ffi::Result<ffi::AnyBuffer> c, ffi::Span<const int64_t> term_a,
+                    ffi::Span<const int64_t> term_b, ffi::Span<const int64_t> term_exp,
+                    ffi::Span<const int64_t> kc_tiles, int64_t splits, int64_t tile_n, int64_t b32_rows,
+                    Gate gate = {}) {
   auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
   if (a.element_type() != kDtype || b.element_type() != kDtype)
     return ffi::Error::InvalidArgument("jaxemu fused: slice dtype does not match the target");
@@ -114,38 +117,117 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
   if (p.k == 0) return ffi::Error::InvalidArgument("jaxemu fused: K = 0 must be handled by the caller");
   std::string why = fused::check(kType, p);
   if (!why.empty()) return ffi::Error::InvalidArgument("jaxemu fused: " + why);
-  why = fused::run(kType, p, stream);
+  why = fused::run(kType, p, stream, gate);
   if (why.empty() && specials)
     why = fused::fixup_special(p, static_cast<const float*>(a32.untyped_data()),
                                static_cast<const float*>(b32.untyped_data()), k32, b32_rows != 0,
-                               static_cast<const float*>(amax.untyped_data()), stream);
+                               static_cast<const float*>(amax.untyped_data()), stream, gate);
   if (!why.empty()) return ffi::Error::Internal("jaxemu fused: " + why);
   return ffi::Error::Success();
 }
+
+template <fused::SliceType kType, ffi::DataType kDtype>
+ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer row_exp,
+                     ffi::AnyBuffer col_exp, ffi::AnyBuffer a32, ffi::AnyBuffer b32, ffi::AnyBuffer amax,
+                     ffi::Result<ffi::AnyBuffer> c, ffi::Span<const int64_t> term_a,
+                     ffi::Span<const int64_t> term_b, ffi::Span<const int64_t> term_exp,
+                     ffi::Span<const int64_t> kc_tiles, int64_t splits, int64_t tile_n, int64_t b32_rows) {
+  return FusedRun<kType, kDtype>(stream, a, b, row_exp, col_exp, a32, b32, amax, c, term_a, term_b, term_exp,
+                                 kc_tiles, splits, tile_n, b32_rows);
+}
+
+// A gated call's gate (common/gate.h) into *g: `choice` one int32 on the
+// device (auto's choice, written by its data test), run_if the choices
+// (bits 0..31) for which the call runs.
+ffi::Error read_gate(const std::string& who, ffi::AnyBuffer choice, int64_t run_if, Gate* g) {
+  if (choice.element_type() != ffi::DataType::S32 || choice.element_count() != 1)
+    return ffi::Error::InvalidArgument(who + ": the choice must be one int32, got " +
+                                       shape_str(choice.dimensions()));
+  if (run_if <= 0 || run_if > int64_t(0xffffffff))
+    return ffi::Error::InvalidArgument(who + ": run_if must be a nonempty set of choices 0..31 (bits), got " +
+                                       std::to_string(run_if));
+  g->choice = static_cast<const int32_t*>(choice.untyped_data());
+  g->run_if = uint32_t(run_if);
+  return ffi::Error::Success();
+}
+
+// jaxemu_fused_* behind a gate (docs/auto.md, "The choice on the device"):
+// the GEMM and its fix-up run only where bit `choice` of run_if is set.
+// c_in: C as the candidates before this one left it, (1, L, M, N) float32,
+// aliased to C (the caller's input_output_aliases): where the gate is
+// closed C keeps it; where it is open the GEMM writes C whole (splits ==
+// 1: no partial sums for the caller to add). Empty for the first
+// candidate: where its gate is closed C is left unwritten, for a later
+// candidate to write.
+template <fused::SliceType kType, ffi::DataType kDtype>
+ffi::Error FusedGatedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer row_exp,
+                          ffi::AnyBuffer col_exp, ffi::AnyBuffer a32, ffi::AnyBuffer b32, ffi::AnyBuffer amax,
+                          ffi::AnyBuffer choice, ffi::AnyBuffer c_in, ffi::Result<ffi::AnyBuffer> c,
+                          ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b,
+                          ffi::Span<const int64_t> term_exp, ffi::Span<const int64_t> kc_tiles, int64_t splits,
+                          int64_t tile_n, int64_t b32_rows, int64_t run_if) {
+  const std::string who = "jaxemu fused gated";
+  Gate gate;
+  ffi::Error err = read_gate(who, choice, run_if, &gate);
+  if (!err.success()) return err;
+  if (splits != 1) return ffi::Error::InvalidArgument(who + ": a gated product writes C whole: splits must be 1");
+  auto di = c_in.dimensions(), dc = c->dimensions();
+  if (c_in.element_count() > 0) {
+    if (c_in.element_type() != ffi::DataType::F32 || di.size() != dc.size() ||
+        !std::equal(di.begin(), di.end(), dc.begin()))
+      return ffi::Error::InvalidArgument(who + ": c_in must be float32 of C's shape " + shape_str(dc) +
+                                         ", or empty, got " + shape_str(di));
+    if (c_in.untyped_data() != c->untyped_data())
+      return ffi::Error::InvalidArgument(who + ": c_in must be aliased to C (input_output_aliases)");
+  }
+  return FusedRun<kType, kDtype>(stream, a, b, row_exp, col_exp, a32, b32, amax, c, term_a, term_b, term_exp,
+                                 kc_tiles, splits, tile_n, b32_rows, gate);
+}
+
+// The operands and attributes the fused GEMM's targets share (plain and gated).
+#define JAXEMU_FUSED_OPERANDS                                                                     \
+  .Arg<ffi::AnyBuffer>()     /* a: (L, M, K/TK, Sa, TK) */                                        \
+      .Arg<ffi::AnyBuffer>() /* b: (L, N, K/TK, Sb, TK) */                                        \
+      .Arg<ffi::AnyBuffer>() /* row_exp: (L, M) int32 or empty */                                 \
+      .Arg<ffi::AnyBuffer>() /* col_exp: (L, N) int32 or empty */                                 \
+      .Arg<ffi::AnyBuffer>() /* a32: (L, M, k) f32 or empty */                                    \
+      .Arg<ffi::AnyBuffer>() /* b32: (L, k, N) / (L, N, k) f32 or empty */                        \
+      .Arg<ffi::AnyBuffer>() /* amax: (2,) f32 or empty */
+#define JAXEMU_FUSED_ATTRS                                                                        \
+  .Attr<ffi::Span<const int64_t>>("term_a")                                                       \
+      .Attr<ffi::Span<const int64_t>>("term_b")                                                   \
+      .Attr<ffi::Span<const int64_t>>("term_exp")                                                 \
+      .Attr<ffi::Span<const int64_t>>("kc_tiles")                                                 \
+      .Attr<int64_t>("splits")                                                                    \
+      .Attr<int64_t>("tile_n")                                                                    \
+      .Attr<int64_t>("b32_rows")
 
 #define JAXEMU_FUSED_HANDLER(name, kind, dtype)                                                   \
   XLA_FFI_DEFINE_HANDLER(name, (FusedImpl<fused::SliceType::kind, ffi::DataType::dtype>),        \
                          ffi::Ffi::Bind()                                                         \
                              .Ctx<ffi::PlatformStream<cudaStream_t>>()                            \
-                             .Arg<ffi::AnyBuffer>()  /* a: (L, M, K/TK, Sa, TK) */                \
-                             .Arg<ffi::AnyBuffer>()  /* b: (L, N, K/TK, Sb, TK) */                \
-                             .Arg<ffi::AnyBuffer>()  /* row_exp: (L, M) int32 or empty */         \
-                             .Arg<ffi::AnyBuffer>()  /* col_exp: (L, N) int32 or empty */         \
-                             .Arg<ffi::AnyBuffer>()  /* a32: (L, M, k) f32 or empty */            \
-                             .Arg<ffi::AnyBuffer>()  /* b32: (L, k, N) / (L, N, k) f32 or empty */ \
-                             .Arg<ffi::AnyBuffer>()  /* amax: (2,) f32 or empty */                \
+                             JAXEMU_FUSED_OPERANDS                                                \
                              .Ret<ffi::AnyBuffer>()  /* c: (splits, L, M, N) f32 */               \
-                             .Attr<ffi::Span<const int64_t>>("term_a")                            \
-                             .Attr<ffi::Span<const int64_t>>("term_b")                            \
-                             .Attr<ffi::Span<const int64_t>>("term_exp")                          \
-                             .Attr<ffi::Span<const int64_t>>("kc_tiles")                          \
-                             .Attr<int64_t>("splits")                                             \
-                             .Attr<int64_t>("tile_n")                                             \
-                             .Attr<int64_t>("b32_rows"));
+                             JAXEMU_FUSED_ATTRS);
 
 JAXEMU_FUSED_HANDLER(kFusedBF16, kBF16, BF16)
 JAXEMU_FUSED_HANDLER(kFusedFP16, kFP16, F16)
 JAXEMU_FUSED_HANDLER(kFusedTF32, kTF32, F32)
+
+#define JAXEMU_FUSED_GATED_HANDLER(name, kind, dtype)                                             \
+  XLA_FFI_DEFINE_HANDLER(name, (FusedGatedImpl<fused::SliceType::kind, ffi::DataType::dtype>),   \
+                         ffi::Ffi::Bind()                                                         \
+                             .Ctx<ffi::PlatformStream<cudaStream_t>>()                            \
+                             JAXEMU_FUSED_OPERANDS                                                \
+                             .Arg<ffi::AnyBuffer>()  /* choice: () or (1,) int32 */               \
+                             .Arg<ffi::AnyBuffer>()  /* c_in: (1, L, M, N) f32 aliased, or (0,) */ \
+                             .Ret<ffi::AnyBuffer>()  /* c: (1, L, M, N) f32 */                    \
+                             JAXEMU_FUSED_ATTRS                                                   \
+                             .Attr<int64_t>("run_if"));
+
+JAXEMU_FUSED_GATED_HANDLER(kFusedBF16Gated, kBF16, BF16)
+JAXEMU_FUSED_GATED_HANDLER(kFusedFP16Gated, kFP16, F16)
+JAXEMU_FUSED_GATED_HANDLER(kFusedTF32Gated, kTF32, F32)
 
 // The fused GEMM on FP32 operands, split in shared memory (fused.h:
 // run_f32; bf16 slices, or fp16 with `fp16` set: then row_exp (L, M) and
@@ -303,12 +385,12 @@ ffi::Error split_found_exp(const std::string& who, ffi::AnyBuffer found_exp, fus
 }
 
 // fused::check (InvalidArgument), then amax zeroed and the split launched.
-ffi::Error split_launch(const std::string& who, const fused::SplitProblem& p, cudaStream_t stream) {
+ffi::Error split_launch(const std::string& who, const fused::SplitProblem& p, cudaStream_t stream, Gate gate = {}) {
   std::string why = fused::check(p);
   if (!why.empty()) return ffi::Error::InvalidArgument(who + ": " + why);
   cudaError_t e = cudaMemsetAsync(p.amax_bits, 0, sizeof(int32_t), stream);
   if (e != cudaSuccess) return ffi::Error::Internal(who + ": memset: " + cudaGetErrorString(e));
-  why = fused::run(p, stream);
+  why = fused::run(p, stream, gate);
   if (!why.empty()) return ffi::Error::Internal(who + ": " + why);
   return ffi::Error::Success();
 }
@@ -320,11 +402,10 @@ ffi::Error split_launch(const std::string& who, const fused::SplitProblem& p, cu
 // row exponents found by the split (L, R) int32 (SplitProblem::exp_out;
 // row_exp empty; K_out <= kSplitExpBlockMaxK = 8192, fused::check's
 // refusal), else one unused int32.
-ffi::Error FusedSplitImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer row_exp,
-                          ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> amax,
-                          ffi::Result<ffi::AnyBuffer> found_exp, int64_t slice_type, int64_t lo_scale_bits,
-                          int64_t truncate, int64_t transposed, int64_t find_exp) {
-  const std::string who = "jaxemu fused split";
+ffi::Error FusedSplitRun(const std::string& who, cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer row_exp,
+                         ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> amax,
+                         ffi::Result<ffi::AnyBuffer> found_exp, int64_t slice_type, int64_t lo_scale_bits,
+                         int64_t truncate, int64_t transposed, int64_t find_exp, Gate gate = {}) {
   fused::SplitProblem p;
   ffi::Error err = split_problem(who, x, *out, *amax, slice_type, lo_scale_bits, truncate, transposed, &p);
   if (!err.success()) return err;
@@ -338,7 +419,30 @@ ffi::Error FusedSplitImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer 
     err = split_found_exp(who, *found_exp, &p);
     if (!err.success()) return err;
   }
-  return split_launch(who, p, stream);
+  return split_launch(who, p, stream, gate);
+}
+
+ffi::Error FusedSplitImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer row_exp,
+                          ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> amax,
+                          ffi::Result<ffi::AnyBuffer> found_exp, int64_t slice_type, int64_t lo_scale_bits,
+                          int64_t truncate, int64_t transposed, int64_t find_exp) {
+  return FusedSplitRun("jaxemu fused split", stream, x, row_exp, out, amax, found_exp, slice_type, lo_scale_bits,
+                       truncate, transposed, find_exp);
+}
+
+// jaxemu_fused_split behind a gate (read_gate): the split runs only where
+// bit `choice` of run_if is set; elsewhere its outputs are left unwritten
+// (amax zeroed), for a gated GEMM of the same candidate that does not run.
+ffi::Error FusedSplitGatedImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer row_exp, ffi::AnyBuffer choice,
+                               ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> amax,
+                               ffi::Result<ffi::AnyBuffer> found_exp, int64_t slice_type, int64_t lo_scale_bits,
+                               int64_t truncate, int64_t transposed, int64_t find_exp, int64_t run_if) {
+  const std::string who = "jaxemu fused split gated";
+  Gate gate;
+  ffi::Error err = read_gate(who, choice, run_if, &gate);
+  if (!err.success()) return err;
+  return FusedSplitRun(who, stream, x, row_exp, out, amax, found_exp, slice_type, lo_scale_bits, truncate,
+                       transposed, find_exp, gate);
 }
 
 XLA_FFI_DEFINE_HANDLER(kFusedSplit, FusedSplitImpl,
@@ -354,6 +458,22 @@ XLA_FFI_DEFINE_HANDLER(kFusedSplit, FusedSplitImpl,
                            .Attr<int64_t>("truncate")
                            .Attr<int64_t>("transposed")
                            .Attr<int64_t>("find_exp"));  // 1: fp16's row exponents found by the split
+
+XLA_FFI_DEFINE_HANDLER(kFusedSplitGated, FusedSplitGatedImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // x
+                           .Arg<ffi::AnyBuffer>()   // row_exp
+                           .Arg<ffi::AnyBuffer>()   // choice: () or (1,) int32
+                           .Ret<ffi::AnyBuffer>()   // slices
+                           .Ret<ffi::AnyBuffer>()   // amax
+                           .Ret<ffi::AnyBuffer>()   // found_exp
+                           .Attr<int64_t>("slice_type")
+                           .Attr<int64_t>("lo_scale_bits")
+                           .Attr<int64_t>("truncate")
+                           .Attr<int64_t>("transposed")
+                           .Attr<int64_t>("find_exp")
+                           .Attr<int64_t>("run_if"));  // the choices (bits) for which the split runs
 
 // fp16's split of A that finds its row exponents (jaxemu_fused_split with
 // find_exp) and computes auto's row statistics of A in the same read of
@@ -411,6 +531,50 @@ XLA_FFI_DEFINE_HANDLER(kFusedSplitStats, FusedSplitStatsImpl,
                            .Attr<int64_t>("slice_type")      // 1 (fp16) only
                            .Attr<int64_t>("lo_scale_bits")
                            .Attr<int64_t>("truncate"));
+
+// jaxemu's FP32 GEMM behind a gate (fp32.h; docs/auto.md, "The choice on
+// the device"): a (L, M, K), b (L, K, N) float32; choice one int32, run_if
+// the choices it runs for (read_gate); c_in C as the earlier candidates
+// left it, (L, M, N) float32 aliased to C, or empty for the first -> C
+// (L, M, N) float32, FP32's product where the gate is open.
+ffi::Error Fp32GatedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::AnyBuffer choice,
+                         ffi::AnyBuffer c_in, ffi::Result<ffi::AnyBuffer> c, int64_t run_if) {
+  const std::string who = "jaxemu fp32 gated";
+  Gate gate;
+  ffi::Error err = read_gate(who, choice, run_if, &gate);
+  if (!err.success()) return err;
+  auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions(), di = c_in.dimensions();
+  if (a.element_type() != ffi::DataType::F32 || b.element_type() != ffi::DataType::F32 ||
+      c->element_type() != ffi::DataType::F32 || da.size() != 3 || db.size() != 3 || dc.size() != 3 ||
+      db[0] != da[0] || db[1] != da[2] || dc[0] != da[0] || dc[1] != da[1] || dc[2] != db[2])
+    return ffi::Error::InvalidArgument(who + ": expected float32 A (L, M, K), B (L, K, N), C (L, M, N); got " +
+                                       shape_str(da) + ", " + shape_str(db) + ", " + shape_str(dc));
+  if (c_in.element_count() > 0 &&
+      (c_in.element_type() != ffi::DataType::F32 || di.size() != 3 || !std::equal(di.begin(), di.end(), dc.begin()) ||
+       c_in.untyped_data() != c->untyped_data()))
+    return ffi::Error::InvalidArgument(who + ": c_in must be float32 of C's shape, aliased to C, or empty; got " +
+                                       shape_str(di));
+  fp32::Problem p;
+  p.a = static_cast<const float*>(a.untyped_data());
+  p.b = static_cast<const float*>(b.untyped_data());
+  p.c = static_cast<float*>(c->untyped_data());
+  p.batch = da[0], p.m = da[1], p.k = da[2], p.n = db[2];
+  std::string why = fp32::check(p);
+  if (!why.empty()) return ffi::Error::InvalidArgument(who + ": " + why);
+  why = fp32::run(p, stream, gate);
+  if (!why.empty()) return ffi::Error::Internal(who + ": " + why);
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER(kFp32Gated, Fp32GatedImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                           .Arg<ffi::AnyBuffer>()   // a: (L, M, K) f32
+                           .Arg<ffi::AnyBuffer>()   // b: (L, K, N) f32
+                           .Arg<ffi::AnyBuffer>()   // choice: () or (1,) int32
+                           .Arg<ffi::AnyBuffer>()   // c_in: (L, M, N) f32 aliased to c, or (0,)
+                           .Ret<ffi::AnyBuffer>()   // c: (L, M, N) f32
+                           .Attr<int64_t>("run_if"));
 
 // The int8 GEMM (int8.h): A (L, M, K) int8, B (L, N, K) int8 -> C (L, M, N)
 // int32, exact (K <= 131071, multiple of 16; N a multiple of 4), or, with
@@ -875,6 +1039,11 @@ NB_MODULE(_jaxemu_cuda, m) {
     d["jaxemu_fused_fp16"] = capsule(kFusedFP16);
     d["jaxemu_fused_tf32"] = capsule(kFusedTF32);
     d["jaxemu_fused_split"] = capsule(kFusedSplit);
+    d["jaxemu_fused_bf16_gated"] = capsule(kFusedBF16Gated);
+    d["jaxemu_fused_fp16_gated"] = capsule(kFusedFP16Gated);
+    d["jaxemu_fused_tf32_gated"] = capsule(kFusedTF32Gated);
+    d["jaxemu_fused_split_gated"] = capsule(kFusedSplitGated);
+    d["jaxemu_fp32_gated"] = capsule(kFp32Gated);
     d["jaxemu_fused_split_stats"] = capsule(kFusedSplitStats);
     d["jaxemu_fused_f32"] = capsule(kFusedF32);
     d["jaxemu_int8_gemm"] = capsule(kInt8Gemm);

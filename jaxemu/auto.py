@@ -909,6 +909,36 @@ def _hybrids_shared(hybrids, a, b, order, inverse, which, split: SplitProduct, p
     return xla.fp32_special_values(product, a, b, platform)
 
 
+# auto's choice on the device (docs/auto.md, "The choice on the device";
+# backends.GatedProduct, opt-in: JAXEMU_CUDA_DEVICE_CHOICE): on products of
+# up to this many flops (2 B M N K), where the conditional's host round trip
+# weighs (H200, stop 59: auto over fp16x3 1.31-1.50 at 2048^3 with it,
+# 1.02-1.05 with its choice not acted on; ~1 % at 8192^3, where the
+# conditional keeps the hybrids). 4096^3 and 8 x 2048^3 (1.4e11 flops each)
+# are within, 8192^3 (1.1e12) is not. Provisional: to be set from the gated
+# form's own measurements.
+DEVICE_CHOICE_MAX_FLOPS = 4e11
+
+
+def device_choice(candidates, shape, gated) -> Optional[Tuple[Candidate, ...]]:
+    """The candidates auto runs behind gates instead of a conditional (in
+    its plan's order: the test's choice is the first it allows), or None:
+    no gated products (``gated`` None: the backend has none, or the switch
+    is off), fp16x3 not first, a product past DEVICE_CHOICE_MAX_FLOPS, or a
+    candidate the backend cannot run gated. The hybrids are left out (their
+    gathers are XLA's, which read no gate): where today's test would pick a
+    hybrid, the next pure candidate runs."""
+    bsz, m, n, k = shape
+    if gated is None or 2.0 * bsz * m * n * k > DEVICE_CHOICE_MAX_FLOPS:
+        return None
+    pures = tuple(c for c in candidates if not c.hybrid)
+    names = [c.scheme for c in pures]
+    if names[0] != "fp16x3" or "fp32" not in names:
+        return None
+    pures = pures[:names.index("fp32") + 1]  # (FP32 is always allowed: none after it is chosen)
+    return pures if all(gated.runs(c.scheme, shape) for c in pures) else None
+
+
 def choice_index(candidates, test: DataTest):
     """Index in ``candidates`` (sorted by time) of the first one the test
     allows (the last one, fp32, is always allowed)."""
@@ -996,6 +1026,19 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
         test = DataTest.of(a, b, s, exact, kernels, pl.ranges_only, b_stats=b_stats)
     if not fp16x3_first:
         return _choose(pl.candidates, a, b, test, product, platform, split)
+    gated = (backends.gated_for(platform, backend)
+             if fused is None and presplit == (None, None) and not any(exact) else None)
+    on_device = device_choice(pl.candidates, (bsz, m, n, k), gated)
+    if on_device is not None:
+        # Every candidate launched, each behind a gate that only the test's
+        # choice opens; C passes from one to the next. fp16x3 takes its row
+        # scaling from the test's maxima, as in the conditional's branch.
+        choice = choice_index(on_device, test).astype(jnp.int32)
+        scales = backends.row_scales(test.st.a_max, test.st.b_max)
+        c = None
+        for i, cand in enumerate(on_device):
+            c = gated.product(a, b, cand.scheme, choice, i, c, scales if cand.scheme == "fp16x3" else None)
+        return c
     # The common case costs one conditional; the hybrids' sorts run only
     # when fp16x3 is refused. The same statistics tell whether FP32's
     # special-value rules can change C (Stats.fits): on finite data that

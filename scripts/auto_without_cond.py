@@ -5,8 +5,10 @@ index kept alive by an optimization barrier): the bound a choice made on
 the device (flag-gated kernels, docs/auto.md) could reach with today's
 test; and auto with fp16x3's branch run unconditionally, then a
 conditional that keeps its C or redoes the product (the host waits for
-the predicate after the product is queued). Median ms per call, calls back to back, one process.
+the predicate after the product is queued); and auto's own choice on the
+device (JAXEMU_CUDA_DEVICE_CHOICE=1: gated kernels, no conditional). Median ms per call, calls back to back, one process.
   JAX_PLATFORMS=cuda python scripts/auto_without_cond.py [B x M x K x N ...]"""
+import os
 import sys
 
 import jax
@@ -45,7 +47,11 @@ def fp16x3_then_redo(index, branches, operands, shape):
 
 
 def run(f, patched):
-    xla.one_of = {False: one_of, True: fp16x3_branch_only, "redo": fp16x3_then_redo}[patched]
+    xla.one_of = {False: one_of, True: fp16x3_branch_only, "redo": fp16x3_then_redo}.get(patched, one_of)
+    # "device": auto's own choice on the device (JAXEMU_CUDA_DEVICE_CHOICE,
+    # read when the product is lowered)
+    os.environ["JAXEMU_CUDA_DEVICE_CHOICE"] = "1" if patched == "device" else "0"
+    jax.clear_caches()
     try:
         jf = jax.jit(f)
         hlo = jf.lower(a, b).compile().as_text()
@@ -67,6 +73,7 @@ for spec in sys.argv[1:] or ["1x2048x2048x2048", "1x4096x4096x4096", "8x2048x204
             "auto": run(lambda x, y: jaxemu.matmul(x, y, scheme="auto"), False),
             "auto, no conditional": run(lambda x, y: jaxemu.matmul(x, y, scheme="auto"), True),
             "auto, redo after fp16x3": run(lambda x, y: jaxemu.matmul(x, y, scheme="auto"), "redo"),
+            "auto, choice on device": run(lambda x, y: jaxemu.matmul(x, y, scheme="auto"), "device"),
             "fp16x3 again": run(lambda x, y: jaxemu.matmul(x, y, scheme="fp16x3"), False)}
     t0, _, c0 = rows["fp16x3"]
     for name, (t, calls, c) in rows.items():

@@ -568,3 +568,82 @@ def test_one_of_returns_the_chosen_branch_in_rows_of_fixed_length(shape):
     size = int(np.prod(shape))
     inner = f"{size // xla.ONE_OF_ROW}x{xla.ONE_OF_ROW}xf32" if size % xla.ONE_OF_ROW == 0 else f"{size}xf32"
     assert f"tensor<{inner}>" in f.lower(0, x).as_text()  # the conditional's result
+
+
+def _fake_gated(calls, prod):
+    """A GatedProduct on the CPU with the gates' semantics (jnp.where: a
+    candidate's C where the choice names it, else the C before it), for
+    auto's choice on the device (backends.GatedProduct)."""
+    from jaxemu import backends
+
+    def product(a, b, scheme, choice, index, c_in=None, scales=None):
+        calls.append(scheme)
+        c = prod(a, b, jaxemu.get_scheme(scheme))
+        return jnp.where(choice == index, c, jnp.zeros_like(c) if c_in is None else c_in)
+    return backends.GatedProduct(lambda scheme, shape: True, product)
+
+
+@pytest.mark.parametrize("kind", ["plain", "row magnitudes", "tiny partners", "both sides tiny",
+                                  "slices rounding up to overflow", "class 2", "nan and inf"])
+def test_the_choice_on_the_device_gives_the_conditionals_result(kind, monkeypatch, rng):
+    """auto's choice on the device (opt-in, JAXEMU_CUDA_DEVICE_CHOICE=1):
+    every candidate runs behind a gate that the test's choice opens; with
+    gates that behave as the cuda kernels' do, C is the conditional's, bit
+    for bit, where the conditional chooses a pure candidate (fp16x3, bf16x6
+    or FP32; the kinds here). Off by default; never where fp16x3 is not
+    first or past DEVICE_CHOICE_MAX_FLOPS."""
+    from jaxemu import backends
+    from test_fused_layout import same_bits
+    if kind == "class 2":  # values beyond 2^100: FP32 only
+        a, b = adversarial("plain", rng)
+        a[2, 3], b[5, 1] = 2.0**110, 2.0**-115
+    elif kind == "nan and inf":
+        a, b = adversarial("plain", rng)
+        a[1, 2], b[3, 4] = np.inf, np.nan
+    else:
+        a, b = adversarial(kind, rng)
+    prod = backends.xla_product("cpu")
+    calls = []
+    monkeypatch.setitem(backends._GATED, "cpu", _fake_gated(calls, prod))
+
+    def run():
+        jax.clear_caches()
+        return np.asarray(jax.jit(lambda a, b: auto.auto_dot(a[None], b[None], AUTO, "cpu", prod, backend="fake"))(
+            a, b))[0]
+    monkeypatch.delenv("JAXEMU_CUDA_DEVICE_CHOICE", raising=False)
+    want = run()
+    assert calls == []  # off by default
+    monkeypatch.setenv("JAXEMU_CUDA_DEVICE_CHOICE", "1")
+    got = run()
+    pl = auto.plan(1, *a.shape, b.shape[1], AUTO, "cpu", "fake")
+    assert calls == [c.scheme for c in auto.device_choice(pl.candidates, (1, a.shape[0], b.shape[1], a.shape[1]),
+                                                         backends._GATED["cpu"])]
+    assert calls[0] == "fp16x3" and calls[-1] == "fp32"
+    same_bits(got, want)
+    if kind == "class 2":  # the FP32 candidate ran: FP32's product
+        same_bits(got, np.asarray(fp32_dot(a, b)))
+    # Past the bound, or without gated products, the conditional runs.
+    shape = (1, a.shape[0], b.shape[1], a.shape[1])
+    assert auto.device_choice(pl.candidates, shape, backends._GATED["cpu"]) is not None
+    assert auto.device_choice(pl.candidates, shape, None) is None
+    monkeypatch.setattr(auto, "DEVICE_CHOICE_MAX_FLOPS", 1.0)
+    assert auto.device_choice(pl.candidates, shape, backends._GATED["cpu"]) is None
+
+
+def test_the_choice_on_the_device_takes_the_pure_candidates_up_to_fp32():
+    """auto.device_choice: the plan's pure candidates in its order, up to
+    FP32 (always allowed: none after it is ever chosen), hybrids left out;
+    None where fp16x3 is not first, a candidate cannot run gated, or
+    without gated products."""
+    from jaxemu import backends
+    C = auto.Candidate
+    shape = (1, 2048, 2048, 2048)
+    every = backends.GatedProduct(lambda scheme, shape: True, None)
+    plan = (C("fp16x3", 1.0), C("bf16x6", 2.0, True, 1024, 2048), C("fp32", 3.0), C("bf16x6", 4.0))
+    assert [c.scheme for c in auto.device_choice(plan, shape, every)] == ["fp16x3", "fp32"]
+    plan = (C("fp16x3", 1.0), C("bf16x6", 2.0), C("fp32", 3.0))
+    assert [c.scheme for c in auto.device_choice(plan, shape, every)] == ["fp16x3", "bf16x6", "fp32"]
+    assert auto.device_choice(plan[1:], shape, every) is None
+    assert auto.device_choice(plan, shape, backends.GatedProduct(lambda s, shape: s != "bf16x6", None)) is None
+    assert auto.device_choice(plan, shape, None) is None
+    assert auto.device_choice(plan, (8, 8192, 8192, 8192), every) is None  # past DEVICE_CHOICE_MAX_FLOPS

@@ -733,3 +733,92 @@ def test_auto_hybrid_and_cost_model_on_the_gpu():
     np.testing.assert_array_equal(c[np.ix_(r, other_q)], run("bf16x6", a[r], b[:, other_q]))
     np.testing.assert_array_equal(c[other_r], run("bf16x6", a[other_r], b))
     assert T.componentwise_err(c, a, b, ref) <= 2 * err32
+
+
+@pytest.mark.parametrize("scheme", ["fp16x3", "bf16x6"])
+def test_gated_split_and_product_write_only_where_the_choice_opens_them(scheme):
+    """auto's choice on the device (docs/auto.md): a gated split and GEMM
+    (cuda_fused.Gate) give the ungated call's bits where the choice is in
+    run_if, and where it is not leave C as the candidate before left it
+    (c_in, aliased) or, for the first candidate, write nothing that a later
+    one does not overwrite: a chain of three candidates (two schemes and
+    jaxemu's FP32 GEMM) gives exactly the chosen one's C, special values
+    included (an Inf in A, fixed up on the device)."""
+    from jaxemu.backends import cuda_fused as cf
+    from test_fused_layout import same_bits
+    s = jaxemu.get_scheme(scheme)
+    other = jaxemu.get_scheme("bf16x6" if scheme == "fp16x3" else "fp16x3")
+    rng = np.random.default_rng(7)
+    bsz, m, k, n = 2, 384, 320, 256
+    a = rng.uniform(-1, 1, (bsz, m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (bsz, k, n)).astype(np.float32)
+    a[1, 5, 7] = np.inf
+
+    def product(sc, a, b, gate=None, c_in=None):
+        kp = cf.padded_k(k, sc)
+        a_split = cf.slices_kernel(a, sc, kp, gate=gate)
+        b_split = cf.slices_kernel(b, sc, kp, transposed=True, gate=gate)
+        rows = cf.b_as_rows()
+        return cf.split_product(a_split, b_split, sc, specials=(a, jnp.swapaxes(b, 1, 2) if rows else b, rows),
+                                gate=gate, c_in=c_in)
+
+    plain = jax.jit(lambda a, b: product(s, a, b))(a, b)
+    plain_other = jax.jit(lambda a, b: product(other, a, b))(a, b)
+
+    from jaxemu.backends.cuda_fp32 import fp32_product_gated
+
+    @jax.jit
+    def chain(a, b, choice):  # candidate 0: `other`, 1: `s`, 2: jaxemu's FP32 GEMM
+        c = product(other, a, b, gate=cf.Gate(choice, (0,)))
+        c = product(s, a, b, gate=cf.Gate(choice, (1,)), c_in=c)
+        return fp32_product_gated(a, b, cf.Gate(choice, (2,)), c_in=c)
+
+    for choice, want in ((1, plain), (0, plain_other)):
+        same_bits(chain(a, b, jnp.int32(choice)), want)
+    # FP32 (choice 2): an FP32 dot product per entry (within K 2^-24 of
+    # sum |a b|), FP32's NaN/Inf where the float64 product has them
+    c32 = np.asarray(chain(a, b, jnp.int32(2)))
+    ref = np.einsum("lmk,lkn->lmn", a.astype(np.float64), b.astype(np.float64))
+    mag = np.einsum("lmk,lkn->lmn", np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
+    fin = np.isfinite(ref)
+    np.testing.assert_array_equal(np.isfinite(c32), fin)
+    np.testing.assert_array_equal(c32[~fin & ~np.isnan(ref)], ref[~fin & ~np.isnan(ref)])
+    assert np.all(np.abs(c32[fin] - ref[fin]) <= k * 2.0 ** -24 * mag[fin])
+    # (FP32's rules: A's Inf makes its row of C not finite)
+    assert not np.isfinite(np.asarray(plain)[1, 5]).any()
+    ref = a[0].astype(np.float64) @ b[0].astype(np.float64)  # batch entry 0: finite
+    assert np.max(np.abs(np.asarray(plain)[0] - ref)) <= 1e-6 * np.max(np.abs(ref))
+    with pytest.raises(ValueError, match="0..31"):
+        cf.Gate(jnp.int32(0), (32,)).run_if_bits()
+
+
+def test_auto_chooses_on_the_device_without_a_conditional(monkeypatch):
+    """JAXEMU_CUDA_DEVICE_CHOICE=1 (opt-in; docs/auto.md, "The choice on the
+    device"): at 2048^3 auto's compiled program holds no conditional, and
+    gives the conditional's bits where fp16x3 or bf16x6 runs; on values
+    beyond 2^100 (FP32 only) jaxemu's FP32 GEMM runs: FP32's error class
+    against float64, not cuBLAS's bits."""
+    from test_fused_layout import same_bits
+    rng = np.random.default_rng(11)
+    n = 2048
+    a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    b = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+
+    def auto_run(a, b):
+        jax.clear_caches()
+        f = jax.jit(lambda a, b: jaxemu.matmul(a, b, scheme="auto"))
+        return np.asarray(f(a, b)), f.lower(a, b).compile().as_text()
+
+    monkeypatch.delenv("JAXEMU_CUDA_DEVICE_CHOICE", raising=False)
+    want, hlo = auto_run(a, b)
+    assert "conditional(" in hlo
+    monkeypatch.setenv("JAXEMU_CUDA_DEVICE_CHOICE", "1")
+    got, hlo = auto_run(a, b)
+    assert "conditional(" not in hlo and "jaxemu_fp32_gated" in hlo
+    same_bits(got, want)
+    a2 = a.copy()
+    a2[3, 5] = np.float32(2.0**110)  # class 2: FP32 only
+    got2, _ = auto_run(a2, b)
+    ref = a2.astype(np.float64) @ b.astype(np.float64)
+    mag = np.abs(a2).astype(np.float64) @ np.abs(b).astype(np.float64)
+    assert np.all(np.abs(got2 - ref) <= n * 2.0 ** -24 * mag)

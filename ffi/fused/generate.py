@@ -70,8 +70,8 @@ TEMPLATE = """\
 namespace jaxemu {{
 namespace fused {{
 
-std::string run_{name}(const Problem& p, cudaStream_t stream) {{
-  return launch<Traits<{ctype}, {tn}, {sa}, {sb}, {partials}, {t0}, {t1}>>(p, stream);
+std::string run_{name}(const Problem& p, cudaStream_t stream, Gate gate) {{
+  return launch<Traits<{ctype}, {tn}, {sa}, {sb}, {partials}, {t0}, {t1}>>(p, stream, gate);
 }}
 
 }}  // namespace fused

@@ -13,6 +13,7 @@
 #include "cutlass/cutlass.h"
 #include "cutlass/pipeline/sm90_pipeline.hpp"
 
+#include "../common/gate.h"
 #include "epilogue.cuh"
 #include "mainloop.cuh"
 #include "scheduler.cuh"
@@ -22,8 +23,10 @@ namespace jaxemu {
 namespace fused {
 
 template <class T>
-__global__ void __launch_bounds__(T::kThreads, 1) fused_gemm_kernel(CUTE_GRID_CONSTANT typename T::Params const params) {
+__global__ void __launch_bounds__(T::kThreads, 1) fused_gemm_kernel(CUTE_GRID_CONSTANT typename T::Params const params,
+                                                                    const Gate gate) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if (gate_closed(gate)) return;  // (common/gate.h: the whole grid alike, before any barrier)
   using Pipeline = typename T::Pipeline;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);

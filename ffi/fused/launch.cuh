@@ -15,7 +15,7 @@ namespace jaxemu {
 namespace fused {
 
 template <class T>
-std::string launch(const Problem& p, cudaStream_t stream) {
+std::string launch(const Problem& p, cudaStream_t stream, Gate gate) {
   using Element = typename T::Element;
   if (p.sa != T::kSlicesA || p.sb != T::kSlicesB) return "slice counts do not match the kernel's stages";
   TermPlan plan;
@@ -71,7 +71,7 @@ std::string launch(const Problem& p, cudaStream_t stream) {
 
   const int64_t work = sched.total();
   const int grid = int(std::min<int64_t>(work, sms));
-  kernel<<<grid, T::kThreads, smem_bytes, stream>>>(params);
+  kernel<<<grid, T::kThreads, smem_bytes, stream>>>(params, gate);
   e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("kernel launch: ") + cudaGetErrorString(e);
   return "";

@@ -128,6 +128,46 @@ class Registered:
 _REGISTRY: Dict[str, Registered] = {}
 
 
+@dataclasses.dataclass(frozen=True)
+class GatedProduct:
+    """A backend's concrete products behind a gate, for auto's choice on the
+    device (docs/auto.md, "The choice on the device"): no conditional, every
+    candidate's kernels launched, each doing its work only where an int32
+    on the device names it.
+
+      runs(scheme, shape) -> bool: whether the backend can run concrete
+          ``scheme`` ("fp32" included) so at shape (B, M, N, K);
+      product(a, b, scheme, choice, index, c_in, scales) -> C (B, M, N):
+          the scheme's product of canonical float32 operands, FP32's special
+          values included, where ``choice`` equals ``index``; elsewhere C is
+          ``c_in`` (the earlier candidates' C, passed through without a copy)
+          or, where c_in is None (the first candidate), values that a later
+          candidate overwrites. ``scales``: fp16's row exponents
+          (``row_scales``) or None."""
+
+    runs: Callable
+    product: Callable
+
+
+_GATED: Dict[str, GatedProduct] = {}
+
+
+def register_gated(platform: str, gated: GatedProduct) -> None:
+    """Install a backend's ``GatedProduct`` on ``platform``."""
+    _GATED[platform] = gated
+
+
+def gated_for(platform: Optional[str] = None, backend: str = "default") -> Optional[GatedProduct]:
+    """The gated products auto may choose among on the device, where the
+    registered backend runs the emulated schemes and the switch
+    JAXEMU_CUDA_DEVICE_CHOICE allows it (opt-in until a GPU run verifies
+    it: switches.py); else None (auto's conditional)."""
+    from .switches import enabled
+    if backend == "xla" or not enabled("device_choice"):
+        return None
+    return _GATED.get(_platform(platform))
+
+
 def _platform(platform: Optional[str]) -> str:
     if platform is None:
         import jax

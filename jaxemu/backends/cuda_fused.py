@@ -249,16 +249,35 @@ def sm_count() -> int:
         return 132
 
 
+class Gate(NamedTuple):
+    """A kernel's gate (ffi/common/gate.h; docs/auto.md, "The choice on the
+    device"): ``choice`` an int32 on the device (auto's data test writes
+    it), ``run_if`` the choices (0..31) for which the kernel runs; where
+    the choice is not among them the kernel returns before it writes."""
+    choice: object
+    run_if: Tuple[int, ...]
+
+    def choice_operand(self):
+        return jnp.asarray(self.choice, jnp.int32).reshape((1,))
+
+    def run_if_bits(self) -> np.int64:
+        if not self.run_if or any(not 0 <= c < 32 for c in self.run_if):
+            raise ValueError(f"a gate runs for a nonempty set of choices in 0..31, got {self.run_if!r}")
+        return np.int64(sum(1 << c for c in set(self.run_if)))
+
+
 _SLICE_TYPE = {"bf16": 0, "fp16": 1, "tf32": 2}  # ffi/module.cc: FusedSplitImpl
 
 
-def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False, e=None):
+def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False, e=None, gate=None):
     """``slices_xla``'s result from the split kernel: x (L, rows, K), or
     (L, K, rows) when ``transposed`` (B, split as the rows of B^T without
     XLA transposing it). Bit for bit the same slices (tests/test_fused_layout.py
     runs the kernel's per-thread code on the CPU). ``e``: the row-scaling
     exponents (L, rows) if the caller has them (backends.row_scales), else
-    computed here (one more pass over x)."""
+    computed here (one more pass over x). ``gate``: None, or (choice,
+    run_if) (``Gate``): the split runs only where the choice is in run_if,
+    else its outputs are left unwritten (auto's choice on the device)."""
     tk = tile_k(s.fmt)
     if transposed and b_as_rows():
         # B^T's rows to the rows kernel: B is a transposed array (x @ y.T,
@@ -275,10 +294,14 @@ def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False, e=None):
     out = (jax.ShapeDtypeStruct((bsz, rows, kp // tk, s.slices, tk), _DTYPES[s.fmt]),
            jax.ShapeDtypeStruct((1,), jnp.int32),
            jax.ShapeDtypeStruct((bsz, rows) if find else (1,), jnp.int32))
-    sl, amax_bits, found = jax.ffi.ffi_call("jaxemu_fused_split", out)(
-        x, jnp.zeros((0,), jnp.int32) if e is None else e, slice_type=_SLICE_TYPE[s.fmt],
-        lo_scale_bits=int(s.lo_scale_bits), truncate=int(s.split == "bitcut"), transposed=int(bool(transposed)),
-        find_exp=int(find))
+    operands = (x, jnp.zeros((0,), jnp.int32) if e is None else e)
+    attrs = dict(slice_type=_SLICE_TYPE[s.fmt], lo_scale_bits=int(s.lo_scale_bits),
+                 truncate=int(s.split == "bitcut"), transposed=int(bool(transposed)), find_exp=int(find))
+    if gate is None:
+        sl, amax_bits, found = jax.ffi.ffi_call("jaxemu_fused_split", out)(*operands, **attrs)
+    else:
+        sl, amax_bits, found = jax.ffi.ffi_call("jaxemu_fused_split_gated", out)(
+            *operands, gate.choice_operand(), **attrs, run_if=gate.run_if_bits())
     return sl, found if find else e, lax.bitcast_convert_type(amax_bits[0], jnp.float32)
 
 
@@ -487,13 +510,18 @@ def split_rows(split, idx):
     return take(sl), (None if e is None else take(e)), amax
 
 
-def split_product(a_split, b_split, s: FloatSplit, specials=None):
+def split_product(a_split, b_split, s: FloatSplit, specials=None, gate=None, c_in=None):
     """The kernel's product of operands split by ``split_operands``.
     ``specials``: None, special values are the caller's (decided before the
     GEMM, ``fused_product``); or the FP32 operands (a (L, M, K), b, rows):
     b (L, K, N), or B^T (L, N, K) when rows, for the fix-up on the device
     (``device_specials``; the launch must have no K-splits), which reads the
-    splits' max |A| and max |B|."""
+    splits' max |A| and max |B|. ``gate`` (``Gate``): the GEMM and its
+    fix-up run only for the gate's choices; ``c_in``: C (L, M, N) as the
+    candidates gated before this one left it, which C keeps where this
+    gate is closed (aliased: no copy), or None for the first candidate. A
+    gated product writes C whole in the kernel: no K-splits, its row scaling
+    undone in the kernel (else ValueError)."""
     (a_sl, ea, a_max), (b_sl, eb, b_max) = a_split, b_split
     bsz, m, kp = a_sl.shape[0], a_sl.shape[1], a_sl.shape[2] * a_sl.shape[4]
     n = b_sl.shape[1]
@@ -514,11 +542,19 @@ def split_product(a_split, b_split, s: FloatSplit, specials=None):
         a32, b32, rows = specials
         amax = jnp.stack([jnp.asarray(a_max, jnp.float32), jnp.asarray(b_max, jnp.float32)])
     out_type = jax.ShapeDtypeStruct((cfg.splits, bsz, m, n), jnp.float32)
-    parts = jax.ffi.ffi_call(f"jaxemu_fused_{s.fmt}", out_type)(
-        a_sl, b_sl, row, col, a32, b32, amax,
-        term_a=np.array(t.a, np.int64), term_b=np.array(t.b, np.int64),
-        term_exp=np.array(t.exp, np.int64), kc_tiles=np.array(t.kc_tiles, np.int64),
-        splits=np.int64(cfg.splits), tile_n=np.int64(cfg.tile_n), b32_rows=np.int64(bool(rows)))
+    attrs = dict(term_a=np.array(t.a, np.int64), term_b=np.array(t.b, np.int64),
+                 term_exp=np.array(t.exp, np.int64), kc_tiles=np.array(t.kc_tiles, np.int64),
+                 splits=np.int64(cfg.splits), tile_n=np.int64(cfg.tile_n), b32_rows=np.int64(bool(rows)))
+    if gate is not None:
+        if cfg.splits != 1 or (ea is not None and not scaled_in_kernel):
+            raise ValueError(f"split_product: a gated product writes C whole in the kernel; this launch has "
+                             f"{cfg.splits} K-splits")
+        keep = empty if c_in is None else c_in.reshape(out_type.shape)
+        return jax.ffi.ffi_call(f"jaxemu_fused_{s.fmt}_gated", out_type,
+                                input_output_aliases=None if c_in is None else {8: 0})(
+            a_sl, b_sl, row, col, a32, b32, amax, gate.choice_operand(), keep,
+            **attrs, run_if=gate.run_if_bits())[0]
+    parts = jax.ffi.ffi_call(f"jaxemu_fused_{s.fmt}", out_type)(a_sl, b_sl, row, col, a32, b32, amax, **attrs)
     c = parts[0]
     for i in range(1, cfg.splits):  # fixed order: reruns are bit-identical
         c = c + parts[i]

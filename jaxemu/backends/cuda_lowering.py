@@ -11,7 +11,7 @@ import functools
 
 import jax
 
-from . import SplitProduct, register_product, switches
+from . import SplitProduct, register_gated, register_product, switches
 from ..schemes import FloatSplit, Int8Split, Ozaki2
 
 
@@ -96,6 +96,9 @@ def register(ext) -> None:
     register_product("cuda", "cuda", make_product(ext),
                      handles=lambda s: handles(s, families(ext)) and _gpus_supported(ext),
                      split_product=split_product(), stats=stats)
+    if "jaxemu_fp32_gated" in targets:  # (auto's choice on the device: backends.gated_for)
+        from . import cuda_gated
+        register_gated("cuda", cuda_gated.GATED)
 
 
 def gpus_supported(ext) -> bool:

@@ -21,7 +21,7 @@
 // Built by CMake with -DJAXEMU_KERNEL_CHECK=ON (scripts/sanitize_kernels.sh
 // runs it under the sanitizer's tools); prints one line per case.
 //
-//   jaxemu_kernel_check [--list] [--family fused|f32|int8|residues|split|crt] [--start N] [--count N]
+//   jaxemu_kernel_check [--list] [--family fused|f32|int8|residues|split|crt|fp32] [--start N] [--count N]
 //   jaxemu_kernel_check --time-f32 BxMxKxN | --time-mixpert BxMxKxN[:SAxSB][:normal] | --time-split BxRxK[:normal]
 //   (timing only)
 #include <algorithm>
@@ -40,6 +40,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "fp32.h"
 #include "fused.h"
 #include "int8.h"
 #include "int8/crt.cuh"
@@ -82,6 +83,42 @@ std::vector<T> download(const Device& d, size_t n) {
   std::vector<T> h(n);
   CHECK_CUDA(cudaMemcpy(h.data(), d.ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
   return h;
+}
+
+// A kernel's gate (ffi/common/gate.h: auto's choice on the device): one
+// int32 choice on the device, for gated_runs below.
+struct GateCheck {
+  Device choice{4};
+  jaxemu::Gate gate(int32_t value, uint32_t run_if) {
+    CHECK_CUDA(cudaMemcpy(choice.ptr, &value, 4, cudaMemcpyHostToDevice));
+    return {static_cast<const int32_t*>(choice.ptr), run_if};
+  }
+};
+
+// The gate's two promises for one launch, `run(gate)` launching it into
+// outputs that `poison` fills with a pattern and `read` returns as bytes:
+// with the choice outside run_if (3 against {0, 2}; and 40, past the 32
+// choices) nothing is written, every byte keeps the poison; with it inside
+// (2) the bytes equal `want`, the launch's without a gate. Into *detail;
+// false on a difference.
+template <class Run, class Poison, class Read>
+bool gated_runs(Run run, Poison poison, Read read, const std::vector<uint8_t>& poisoned,
+                const std::vector<uint8_t>& want, std::string* detail) {
+  GateCheck g;
+  bool ok = true;
+  for (int32_t closed : {3, 40}) {
+    poison();
+    run(g.gate(closed, 0b101u));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    ok = ok && read() == poisoned;
+  }
+  poison();
+  run(g.gate(2, 0b101u));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const bool same = read() == want;
+  *detail += ok ? "; gate closed: nothing written" : "; gate closed: SOMETHING WRITTEN";
+  *detail += same ? ", open: the same bytes" : ", open: NOT the same bytes";
+  return ok && same;
 }
 
 // ---------------------------------------------------------------- fused --
@@ -310,6 +347,20 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
   }
   CHECK_CUDA(cudaDeviceSynchronize());
   const auto got = download<float>(dc, size_t(c.splits * c.batch * c.m * c.n));
+  bool gate_ok = true;
+  std::string gate_detail;
+  if (c.splits == 1) {  // (a gated product writes C whole: jaxemu_fused_*_gated takes no K-splits)
+    const size_t cbytes = size_t(c.batch * c.m * c.n) * 4;
+    std::vector<uint8_t> want(cbytes), poisoned(cbytes, 0x5A);
+    std::memcpy(want.data(), got.data(), cbytes);
+    gate_ok = gated_runs(
+        [&](jaxemu::Gate gate) {
+          const std::string w = fused::run(s.type, p, nullptr, gate);
+          if (!w.empty()) gate_detail += "; gated run: " + w;
+        },
+        [&] { CHECK_CUDA(cudaMemset(dc.ptr, 0x5A, cbytes)); }, [&] { return download<uint8_t>(dc, cbytes); },
+        poisoned, want, &gate_detail);
+  }
 
   double worst = 0;
   bool inf_seen = false;
@@ -351,9 +402,9 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
   char buf[200];
   std::snprintf(buf, sizeof buf, "max error %.2e of sum |terms| (bound %.2e)%s", worst, bound,
                 inf_seen ? ", Inf seen" : "");
-  *detail = buf;
-  if (c.with_inf) return inf_seen && worst <= bound;
-  return worst <= bound;
+  *detail = buf + gate_detail;
+  if (c.with_inf) return inf_seen && worst <= bound && gate_ok;
+  return worst <= bound && gate_ok;
 }
 
 // ----------------------------------------------------------------- f32 --
@@ -1137,7 +1188,135 @@ bool run_split(const SplitCase& c, std::mt19937_64& rng, std::string* detail) {
                      : "; the extremes alone: NOT the same bytes or first four statistics";
     wrong += !same4;
   }
+  {
+    // The split behind a gate: its slices (and found exponents) as without
+    // it, or nothing written (the statistics forms share the kernels' entry).
+    const size_t ebytes = c.find_exp ? exps.size() * 4 : 0;
+    Device gout(bytes), gexp(ebytes), gmax(4);
+    std::vector<uint8_t> want(got), poisoned(bytes + ebytes, 0x5A);
+    if (c.find_exp) {
+      const auto e = download<uint8_t>(de, ebytes);
+      want.insert(want.end(), e.begin(), e.end());
+    }
+    std::string gate_detail;
+    const bool gate_ok = gated_runs(
+        [&](jaxemu::Gate gate) {
+          fused::SplitProblem q = p;
+          q.probe = nullptr, q.stats_out = nullptr, q.stats_probe = false;
+          q.out = gout.ptr, q.exp_out = c.find_exp ? static_cast<int32_t*>(gexp.ptr) : nullptr;
+          q.amax_bits = static_cast<int32_t*>(gmax.ptr);
+          const std::string w = fused::run(q, nullptr, gate);
+          if (!w.empty()) gate_detail += "; gated run: " + w;
+        },
+        [&] {
+          CHECK_CUDA(cudaMemset(gout.ptr, 0x5A, bytes));
+          if (ebytes) CHECK_CUDA(cudaMemset(gexp.ptr, 0x5A, ebytes));
+          CHECK_CUDA(cudaMemset(gmax.ptr, 0, 4));
+        },
+        [&] {
+          auto b = download<uint8_t>(gout, bytes);
+          if (ebytes) {
+            const auto e = download<uint8_t>(gexp, ebytes);
+            b.insert(b.end(), e.begin(), e.end());
+          }
+          return b;
+        },
+        poisoned, want, &gate_detail);
+    *detail += gate_detail;
+    wrong += !gate_ok;
+  }
   return wrong == 0;
+}
+
+// ----------------------------------------------------------------- fp32 --
+// jaxemu's FP32 GEMM (ffi/fp32.h): the FP32 candidate of auto's choice on
+// the device. Against a float64 product: FP32 accuracy (each entry within
+// K 2^-24 of the sum of |a b| over its terms, a dot product's bound), and
+// FP32's special values (NaN, Inf where the float64 product of the FP32
+// values has them, with its sign); gated like the others (gated_runs).
+
+struct Fp32Case {
+  int64_t batch, m, k, n;
+  bool specials;  // an Inf in A, a NaN in B, an Inf meeting a zero
+};
+
+std::vector<Fp32Case> fp32_cases() {
+  // Odd sizes around the 128 x 128 x 8 tiles, K = 0 and 1, a long K.
+  return {{1, 1, 1, 1, false},    {2, 7, 17, 5, false},   {1, 129, 1000, 131, false}, {3, 128, 8, 128, false},
+          {1, 1000, 33, 7, false}, {1, 5, 0, 9, false},   {2, 257, 4099, 130, false}, {1, 64, 1, 300, false},
+          {2, 131, 77, 129, true}, {1, 1, 5000, 1, true}};
+}
+
+std::string label(const Fp32Case& c) {
+  char buf[120];
+  std::snprintf(buf, sizeof buf, "fp32 %lldx%lldx%lldx%lld%s", (long long)c.batch, (long long)c.m, (long long)c.k,
+                (long long)c.n, c.specials ? " specials" : "");
+  return buf;
+}
+
+bool run_fp32(const Fp32Case& c, std::mt19937_64& rng, std::string* detail) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::uniform_int_distribution<int> ue(-20, 20);
+  std::vector<float> a(size_t(c.batch * c.m * c.k)), b(size_t(c.batch * c.k * c.n));
+  for (auto& x : a) x = std::ldexp(u(rng), ue(rng));
+  for (auto& x : b) x = std::ldexp(u(rng), ue(rng));
+  if (c.specials && c.k >= 3 && c.m >= 2 && c.n >= 2) {
+    a[0] = INFINITY;                                  // row 0 of batch 0: Inf (or NaN where b meets it with 0)
+    b[size_t(1 * c.n + 1)] = NAN;                     // column 1: NaN throughout
+    a[size_t(1 * c.k + 2)] = -INFINITY;               // row 1 meets column 0's zero at K-step 2: NaN
+    b[size_t(2 * c.n + 0)] = 0.f;
+  } else if (c.specials && c.k >= 1) {
+    a[0] = INFINITY;
+  }
+  fp32::Problem p;
+  const size_t cn = size_t(c.batch * c.m * c.n);
+  Device da(a.size() * 4), db(b.size() * 4), dc(cn * 4);
+  upload(da, a);
+  upload(db, b);
+  p.a = static_cast<const float*>(da.ptr);
+  p.b = static_cast<const float*>(db.ptr);
+  p.c = static_cast<float*>(dc.ptr);
+  p.batch = c.batch, p.m = c.m, p.k = c.k, p.n = c.n;
+  CHECK_CUDA(cudaMemset(dc.ptr, 0xFF, cn * 4));  // poison (NaN): an entry not written fails
+  std::string why = fp32::run(p, nullptr);
+  if (!why.empty()) {
+    *detail = "run: " + why;
+    return false;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = download<float>(dc, cn);
+  int64_t wrong = 0;
+  double worst = 0;
+  for (int64_t l = 0; l < c.batch; ++l)
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double ref = 0, mag = 0;
+        for (int64_t q = 0; q < c.k; ++q) {
+          const double x = a[size_t((l * c.m + i) * c.k + q)], y = b[size_t((l * c.k + q) * c.n + j)];
+          ref += x * y;
+          mag += std::fabs(x * y);
+        }
+        const double g = got[size_t((l * c.m + i) * c.n + j)];
+        if (!std::isfinite(ref) || !std::isfinite(mag)) {  // the same NaN, or the same signed Inf
+          wrong += std::isnan(ref) ? !std::isnan(g) : g != ref;
+          continue;
+        }
+        const double err = std::fabs(g - ref) / (mag > 0 ? mag : 1.0);
+        worst = std::max(worst, std::isnan(err) ? INFINITY : err);
+      }
+  const double bound = std::max<double>(1, double(c.k)) * std::ldexp(1.0, -24);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "max error %.2e of sum |a b| (bound K 2^-24 = %.2e), %lld special values wrong",
+                worst, bound, (long long)wrong);
+  *detail = buf;
+  std::vector<uint8_t> want(cn * 4), poisoned(cn * 4, 0x5A);
+  std::memcpy(want.data(), got.data(), cn * 4);
+  const bool gate_ok = gated_runs([&](jaxemu::Gate gate) {
+    const std::string w = fp32::run(p, nullptr, gate);
+    if (!w.empty()) *detail += "; gated run: " + w;
+  }, [&] { CHECK_CUDA(cudaMemset(dc.ptr, 0x5A, cn * 4)); }, [&] { return download<uint8_t>(dc, cn * 4); },
+                                  poisoned, want, detail);
+  return wrong == 0 && worst <= bound && gate_ok;
 }
 
 // ------------------------------------------------------------------ crt --
@@ -1763,7 +1942,7 @@ int main(int argc, char** argv) {
     else if (a == "--time-mixpert" && i + 1 < argc) return time_mixpert(argv[++i]);
     else if (a == "--time-split" && i + 1 < argc) return time_split(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--list] [--family fused|f32|int8|residues|split|crt] [--start N] [--count N] "
+      std::fprintf(stderr, "usage: %s [--list] [--family fused|f32|int8|residues|split|crt|fp32] [--start N] [--count N] "
                    "| --time-f32 BxMxKxN | --time-mixpert BxMxKxN[:SAxSB][:normal] | --time-split BxRxK[:normal]\n",
                    argv[0]);
       return 2;
@@ -1781,6 +1960,7 @@ int main(int argc, char** argv) {
   const auto sc = split_cases();
   const auto cc = crt_cases();
   const auto f32c = f32_cases();
+  const auto fp32c = fp32_cases();
   if (family.empty() || family == "fused")
     for (size_t i = 0; i < fc.size(); ++i) cases.push_back({label(fc[i]), 0, i});
   if (family.empty() || family == "int8")
@@ -1793,6 +1973,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < sc.size(); ++i) cases.push_back({label(sc[i]), 4, i});
   if (family.empty() || family == "f32")
     for (size_t i = 0; i < f32c.size(); ++i) cases.push_back({label(f32c[i]), 5, i});
+  if (family.empty() || family == "fp32")
+    for (size_t i = 0; i < fp32c.size(); ++i) cases.push_back({label(fp32c[i]), 6, i});
   const long end = count < 0 ? long(cases.size()) : std::min(long(cases.size()), start + count);
   if (list) {
     for (long i = start; i < end; ++i) std::printf("%ld %s\n", i, cases[size_t(i)].label.c_str());
@@ -1814,7 +1996,8 @@ int main(int argc, char** argv) {
               : e.family == 2 ? run_crt(cc[e.index], rng, &detail)
               : e.family == 3 ? run_residues(rc[e.index], rng, &detail)
               : e.family == 4 ? run_split(sc[e.index], rng, &detail)
-                              : run_f32(f32c[e.index], rng, &detail);
+              : e.family == 5 ? run_f32(f32c[e.index], rng, &detail)
+                              : run_fp32(fp32c[e.index], rng, &detail);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
       ok = false;

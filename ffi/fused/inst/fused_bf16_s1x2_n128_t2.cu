@@ -4,8 +4,8 @@
 namespace jaxemu {
 namespace fused {
 
-std::string run_bf16_s1x2_n128_t2(const Problem& p, cudaStream_t stream) {
-  return launch<Traits<cutlass::bfloat16_t, 128, 1, 2, 1, 2, 0>>(p, stream);
+std::string run_bf16_s1x2_n128_t2(const Problem& p, cudaStream_t stream, Gate gate) {
+  return launch<Traits<cutlass::bfloat16_t, 128, 1, 2, 1, 2, 0>>(p, stream, gate);
 }
 
 }  // namespace fused

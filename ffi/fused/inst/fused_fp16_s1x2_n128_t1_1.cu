@@ -4,8 +4,8 @@
 namespace jaxemu {
 namespace fused {
 
-std::string run_fp16_s1x2_n128_t1_1(const Problem& p, cudaStream_t stream) {
-  return launch<Traits<cutlass::half_t, 128, 1, 2, 2, 1, 1>>(p, stream);
+std::string run_fp16_s1x2_n128_t1_1(const Problem& p, cudaStream_t stream, Gate gate) {
+  return launch<Traits<cutlass::half_t, 128, 1, 2, 2, 1, 1>>(p, stream, gate);
 }
 
 }  // namespace fused

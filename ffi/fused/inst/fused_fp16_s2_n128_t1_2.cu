@@ -4,8 +4,8 @@
 namespace jaxemu {
 namespace fused {
 
-std::string run_fp16_s2_n128_t1_2(const Problem& p, cudaStream_t stream) {
-  return launch<Traits<cutlass::half_t, 128, 2, 2, 2, 1, 2>>(p, stream);
+std::string run_fp16_s2_n128_t1_2(const Problem& p, cudaStream_t stream, Gate gate) {
+  return launch<Traits<cutlass::half_t, 128, 2, 2, 2, 1, 2>>(p, stream, gate);
 }
 
 }  // namespace fused
