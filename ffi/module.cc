@@ -441,6 +441,9 @@ ffi::Error FusedSplitGatedImpl(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBu
   Gate gate;
   ffi::Error err = read_gate(who, choice, run_if, &gate);
   if (!err.success()) return err;
+  // (K = 0: the exponents' memset runs whatever the gate says; a gated
+  // product has K > 0, auto returns zeros before.)
+  if (x.element_count() == 0) return ffi::Error::InvalidArgument(who + ": a gated split needs a nonempty operand");
   return FusedSplitRun(who, stream, x, row_exp, out, amax, found_exp, slice_type, lo_scale_bits, truncate,
                        transposed, find_exp, gate);
 }

@@ -583,8 +583,32 @@ def _fake_gated(calls, prod):
     return backends.GatedProduct(lambda scheme, shape: True, product)
 
 
-@pytest.mark.parametrize("kind", ["plain", "row magnitudes", "tiny partners", "both sides tiny",
-                                  "slices rounding up to overflow", "class 2", "nan and inf"])
+DEVICE_CHOICE_KINDS = ["plain", "row magnitudes", "tiny partners", "both sides tiny", "slices rounding up to overflow",
+                       "class 2", "nan and inf"]
+
+
+def _device_choice_data(kind, rng):
+    if kind == "class 2":  # values beyond 2^100: FP32 only
+        a, b = adversarial("plain", rng)
+        a[2, 3], b[5, 1] = 2.0**110, 2.0**-115
+    elif kind == "nan and inf":
+        a, b = adversarial("plain", rng)
+        a[1, 2], b[3, 4] = np.inf, np.nan
+    else:
+        a, b = adversarial(kind, rng)
+    return a, b
+
+
+def test_the_choice_on_the_devices_data_take_every_pure_candidate(rng):
+    """The kinds of the test below make the conditional choose each pure
+    candidate, fp16x3, bf16x6 and FP32, and no hybrid (auto_report: the
+    conditional's choice)."""
+    labels = {auto.auto_report(*_device_choice_data(kind, rng), AUTO, platform="cpu")["scheme"]
+              for kind in DEVICE_CHOICE_KINDS}
+    assert labels == {"fp16x3", "bf16x6", "fp32"}, labels
+
+
+@pytest.mark.parametrize("kind", DEVICE_CHOICE_KINDS)
 def test_the_choice_on_the_device_gives_the_conditionals_result(kind, monkeypatch, rng):
     """auto's choice on the device (opt-in, JAXEMU_CUDA_DEVICE_CHOICE=1):
     every candidate runs behind a gate that the test's choice opens; with
@@ -594,14 +618,7 @@ def test_the_choice_on_the_device_gives_the_conditionals_result(kind, monkeypatc
     first or past DEVICE_CHOICE_MAX_FLOPS."""
     from jaxemu import backends
     from test_fused_layout import same_bits
-    if kind == "class 2":  # values beyond 2^100: FP32 only
-        a, b = adversarial("plain", rng)
-        a[2, 3], b[5, 1] = 2.0**110, 2.0**-115
-    elif kind == "nan and inf":
-        a, b = adversarial("plain", rng)
-        a[1, 2], b[3, 4] = np.inf, np.nan
-    else:
-        a, b = adversarial(kind, rng)
+    a, b = _device_choice_data(kind, rng)
     prod = backends.xla_product("cpu")
     calls = []
     monkeypatch.setitem(backends._GATED, "cpu", _fake_gated(calls, prod))
@@ -615,15 +632,14 @@ def test_the_choice_on_the_device_gives_the_conditionals_result(kind, monkeypatc
     assert calls == []  # off by default
     monkeypatch.setenv("JAXEMU_CUDA_DEVICE_CHOICE", "1")
     got = run()
-    pl = auto.plan(1, *a.shape, b.shape[1], AUTO, "cpu", "fake")
-    assert calls == [c.scheme for c in auto.device_choice(pl.candidates, (1, a.shape[0], b.shape[1], a.shape[1]),
-                                                         backends._GATED["cpu"])]
+    shape = (1, a.shape[0], b.shape[1], a.shape[1])
+    pl = auto.plan(*shape, AUTO, "cpu", "fake")
+    assert calls == [c.scheme for c in auto.device_choice(pl.candidates, shape, backends._GATED["cpu"])]
     assert calls[0] == "fp16x3" and calls[-1] == "fp32"
     same_bits(got, want)
     if kind == "class 2":  # the FP32 candidate ran: FP32's product
         same_bits(got, np.asarray(fp32_dot(a, b)))
     # Past the bound, or without gated products, the conditional runs.
-    shape = (1, a.shape[0], b.shape[1], a.shape[1])
     assert auto.device_choice(pl.candidates, shape, backends._GATED["cpu"]) is not None
     assert auto.device_choice(pl.candidates, shape, None) is None
     monkeypatch.setattr(auto, "DEVICE_CHOICE_MAX_FLOPS", 1.0)

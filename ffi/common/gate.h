@@ -1,9 +1,10 @@
 // A kernel's gate: auto's choice made on the device (docs/auto.md, "The
 // choice on the device"). XLA's data test writes the index of the chosen
 // candidate into an int32 on the device; every kernel of every candidate
-// is launched, and a kernel whose candidate was not chosen returns before
-// it reads or writes anything, so that no conditional (whose predicate the
-// host waits for) sits between the test and the product.
+// is launched, and a kernel whose candidate was not chosen does no work and
+// writes none of its outputs (a split's max |x|, zeroed by its caller,
+// stays 0), so that no conditional (whose predicate the host waits for)
+// sits between the test and the product.
 #pragma once
 
 #include <cstdint>

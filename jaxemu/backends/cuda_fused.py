@@ -277,7 +277,8 @@ def slices_kernel(x, s: FloatSplit, kp: int, transposed: bool = False, e=None, g
     exponents (L, rows) if the caller has them (backends.row_scales), else
     computed here (one more pass over x). ``gate``: None, or (choice,
     run_if) (``Gate``): the split runs only where the choice is in run_if,
-    else its outputs are left unwritten (auto's choice on the device)."""
+    else it leaves its slices and exponents unwritten (max |x| comes back
+    0; auto's choice on the device)."""
     tk = tile_k(s.fmt)
     if transposed and b_as_rows():
         # B^T's rows to the rows kernel: B is a transposed array (x @ y.T,
@@ -546,7 +547,7 @@ def split_product(a_split, b_split, s: FloatSplit, specials=None, gate=None, c_i
                  term_exp=np.array(t.exp, np.int64), kc_tiles=np.array(t.kc_tiles, np.int64),
                  splits=np.int64(cfg.splits), tile_n=np.int64(cfg.tile_n), b32_rows=np.int64(bool(rows)))
     if gate is not None:
-        if cfg.splits != 1 or (ea is not None and not scaled_in_kernel):
+        if cfg.splits != 1:  # (then the row scaling is undone in the kernel too)
             raise ValueError(f"split_product: a gated product writes C whole in the kernel; this launch has "
                              f"{cfg.splits} K-splits")
         keep = empty if c_in is None else c_in.reshape(out_type.shape)

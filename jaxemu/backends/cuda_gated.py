@@ -15,14 +15,17 @@ _FP32_MAX_ROW_TILES = 65535
 
 def runs(scheme, shape) -> bool:
     """Whether ``product`` can run concrete ``scheme`` at (B, M, N, K): a
-    float scheme the slice path's kernels hold, no exact operand, not on
-    the FP32-operand kernel (its own fix-up reads no gate), one launch
-    without K-splits (C written whole); FP32 within its grid's limits."""
+    float scheme the slice path's kernels hold (also where the backend
+    would take the FP32-operand kernel, whose fix-up reads no gate: the
+    gated product runs the slice path), no exact operand, one launch
+    without K-splits (C written whole), FP32's special values on the
+    device (JAXEMU_CUDA_DEVICE_SPECIALS not "0": cuda_fused.device_specials);
+    FP32 within its grid's limits."""
     b, m, n, k = shape
     s = get_scheme(scheme)
     if isinstance(s, NativeFP32):
         return b <= _FP32_MAX_BATCH and -(-m // 128) <= _FP32_MAX_ROW_TILES
-    if not isinstance(s, FloatSplit) or any(s.exact) or not F.kernel_tiles(s) or F.f32_kernel(s, m, k, n, b):
+    if not isinstance(s, FloatSplit) or any(s.exact) or not F.kernel_tiles(s) or not F.device_specials(s, m, k, n, b):
         return False
     return F.launch_config(m, n, F.padded_k(k, s), b, s, F.sm_count()).splits == 1
 
