@@ -929,7 +929,7 @@ def device_choice(candidates, shape, gated) -> Optional[Tuple[Candidate, ...]]:
     gathers are XLA's, which read no gate): where today's test would pick a
     hybrid, the next pure candidate runs."""
     bsz, m, n, k = shape
-    if gated is None or 2.0 * bsz * m * n * k > DEVICE_CHOICE_MAX_FLOPS:
+    if gated is None or 2.0 * bsz * m * n * k > DEVICE_CHOICE_MAX_FLOPS or candidates[0].hybrid:
         return None
     pures = tuple(c for c in candidates if not c.hybrid)
     names = [c.scheme for c in pures]
@@ -1014,11 +1014,16 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
     first, rest = pl.candidates[0], pl.candidates[1:]
     b_stats = b_stats if kernels is not None else None
     fp16x3_first = first.scheme == "fp16x3" and not first.hybrid
+    # The choice on the device (opt-in: device_choice), where it applies,
+    # replaces the conditional below.
+    gated = (backends.gated_for(platform, backend)
+             if fp16x3_first and presplit == (None, None) and not any(exact) else None)
+    on_device = device_choice(pl.candidates, (bsz, m, n, k), gated)
     # Where fp16x3 comes first, A's statistics can come from fp16x3's split
     # of A, which its branch then reads: one read of A for both
     # (JAXEMU_CUDA_SPLIT_STATS, cuda_fused.split_takes_stats).
     fused = (DataTest.with_split(a, b, s, kernels, b_stats, probe_b=probe_on_b(m, n))
-             if fp16x3_first and not any(exact) and presplit[0] is None else None)
+             if fp16x3_first and not any(exact) and presplit[0] is None and on_device is None else None)
     if fused is not None:
         test, a_split = fused
         ahead = {"presplit": (a_split, presplit[1])}
@@ -1026,9 +1031,6 @@ def auto_dot(a, b, s: Auto, platform: str, product: Callable, backend: str = "xl
         test = DataTest.of(a, b, s, exact, kernels, pl.ranges_only, b_stats=b_stats)
     if not fp16x3_first:
         return _choose(pl.candidates, a, b, test, product, platform, split)
-    gated = (backends.gated_for(platform, backend)
-             if fused is None and presplit == (None, None) and not any(exact) else None)
-    on_device = device_choice(pl.candidates, (bsz, m, n, k), gated)
     if on_device is not None:
         # Every candidate launched, each behind a gate that only the test's
         # choice opens; C passes from one to the next. fp16x3 takes its row
@@ -1090,8 +1092,10 @@ def auto_report(a, b, scheme="auto", platform: Optional[str] = None) -> Dict[str
     (``test``: its criterion and, for "normwise", ``ratio``: the bound on
     the error fp16x3's lost bits would add over its budget, <= 1 passes,
     and ``terms``: the products per entry, >= MIN_TERMS passes), the
-    output-block counts per class (componentwise criterion), and the cost
-    model used."""
+    output-block counts per class (componentwise criterion), the cost
+    model used, and ``on_device``: whether auto chooses on the device
+    (JAXEMU_CUDA_DEVICE_CHOICE=1, ``device_choice``: no hybrids, the next
+    pure candidate instead)."""
     import jax
 
     s = get_scheme(scheme)
@@ -1103,9 +1107,12 @@ def auto_report(a, b, scheme="auto", platform: Optional[str] = None) -> Dict[str
     pl = plan(1, a.shape[1], b.shape[2], a.shape[2], s, platform, backend_for(s, platform))
     if pl.static:
         return dict(scheme=pl.static, reason=pl.reason, test=None, blocks=None, split=None,
-                    cost_model=pl.cost_source)
+                    cost_model=pl.cost_source, on_device=False)
     test = DataTest.of(a, b, s)
-    cand = pl.candidates[int(choice_index(pl.candidates, test))]
+    on_device = device_choice(pl.candidates, (1, a.shape[1], b.shape[2], a.shape[2]),
+                              backends.gated_for(platform, backend_for(s, platform)))
+    cands = on_device or pl.candidates
+    cand = cands[int(choice_index(cands, test))]
     info = dict(criterion=s.criterion, fp16x3=bool(test.fp16x3_ok))
     blocks = None
     if s.criterion == "normwise":
@@ -1116,4 +1123,4 @@ def auto_report(a, b, scheme="auto", platform: Optional[str] = None) -> Dict[str
         blocks = dict(fp16x3=n16, bf16x6=n6, fp32=n32)
     split = dict(rows=cand.rows, cols=cand.cols, of=(a.shape[1], b.shape[2])) if cand.hybrid else None
     return dict(scheme=cand.label, reason=pl.reason, test=info, blocks=blocks, split=split,
-                cost_model=pl.cost_source)
+                cost_model=pl.cost_source, on_device=on_device is not None)

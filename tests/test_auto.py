@@ -639,6 +639,11 @@ def test_the_choice_on_the_device_gives_the_conditionals_result(kind, monkeypatc
     same_bits(got, want)
     if kind == "class 2":  # the FP32 candidate ran: FP32's product
         same_bits(got, np.asarray(fp32_dot(a, b)))
+    # auto_report says so (its backend the fake's), and names a pure candidate
+    monkeypatch.setattr(auto, "backend_for", lambda scheme, platform=None: "fake")
+    rep = auto.auto_report(a, b, AUTO, platform="cpu")
+    assert rep["on_device"] and rep["scheme"] in calls
+    assert kind != "class 2" or rep["scheme"] == "fp32"
     # Past the bound, or without gated products, the conditional runs.
     assert auto.device_choice(pl.candidates, shape, backends._GATED["cpu"]) is not None
     assert auto.device_choice(pl.candidates, shape, None) is None
@@ -659,6 +664,7 @@ def test_the_choice_on_the_device_takes_the_pure_candidates_up_to_fp32():
     assert [c.scheme for c in auto.device_choice(plan, shape, every)] == ["fp16x3", "fp32"]
     plan = (C("fp16x3", 1.0), C("bf16x6", 2.0), C("fp32", 3.0))
     assert [c.scheme for c in auto.device_choice(plan, shape, every)] == ["fp16x3", "bf16x6", "fp32"]
+    assert auto.device_choice((C("bf16x6", 0.5, True, 1024, 2048),) + plan, shape, every) is None  # a hybrid first
     assert auto.device_choice(plan[1:], shape, every) is None
     assert auto.device_choice(plan, shape, backends.GatedProduct(lambda s, shape: s != "bf16x6", None)) is None
     assert auto.device_choice(plan, shape, None) is None
