@@ -14,19 +14,12 @@ OUT="${OUT:-/tmp/jaxemu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"
 KC=build/kernel-check/ffi/jaxemu_kernel_check
 export JAXEMU_CUTLASS_DIR="${JAXEMU_CUTLASS_DIR:-$PWD/.cutlass}" PYTHONUNBUFFERED=1 JAX_PLATFORMS=cuda,cpu
-t0=$(date +%s)
-(BUILD_ONLY=1 OUT="$OUT/kc" JOBS=12 bash scripts/sanitize_kernels.sh > /dev/null 2>&1; echo "kc rc=$?" > "$OUT/kc_rc") &
-python3 -m pip install --no-build-isolation --no-deps -Cbuild-dir=build/gpu -Cbuild.verbose=false \
-  -Ccmake.define.JAXEMU_CUDA=ON -e . > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-wait
-echo "builds: $(( $(date +%s) - t0 )) s; $(cat "$OUT/kc_rc")" | tee -a "$LOG"
-grep -q "rc=0" "$OUT/kc_rc" || { grep error "$OUT/kc/build.log" | head; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
+. scripts/session_build.sh  # (SKIP_KC=1: the wheel alone)
 for fam in fp32 split fused; do
   timeout 300 "$KC" --family $fam > "$OUT/kc_$fam.log" 2>&1; echo "$fam family rc=$?: $(tail -1 "$OUT/kc_$fam.log")" | tee -a "$LOG"
   grep "^FAIL" "$OUT/kc_$fam.log" | head -3 | cut -c1-300 | tee -a "$LOG"
 done
-if [ -n "${MEMCHECK:-1}" ]; then
+if [ -n "${MEMCHECK-1}" ]; then  # (MEMCHECK= : none)
   for fam in fp32 split; do
     TOOLS=memcheck FAMILY=$fam OUT="$OUT/kc" timeout 200 bash scripts/sanitize_kernels.sh 2>&1 | tail -1 | tee -a "$LOG"
   done

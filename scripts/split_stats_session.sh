@@ -21,19 +21,7 @@ OUT="${OUT:-/tmp/jaxemu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"
 KC=build/kernel-check/ffi/jaxemu_kernel_check
 export JAXEMU_CUTLASS_DIR="${JAXEMU_CUTLASS_DIR:-$PWD/.cutlass}" PYTHONUNBUFFERED=1
-t0=$(date +%s)
-# SKIP_KC=1: the wheel alone (no kernel_check: no split family, no --time-split).
-if [ -z "${SKIP_KC:-}" ]; then
-  (BUILD_ONLY=1 OUT="$OUT/kc" JOBS=12 bash scripts/sanitize_kernels.sh > /dev/null 2>&1; echo "kc rc=$?" > "$OUT/kc_rc") &
-else
-  echo "kc rc=0 (skipped)" > "$OUT/kc_rc"
-fi
-python3 -m pip install --no-build-isolation --no-deps -Cbuild-dir=build/gpu -Cbuild.verbose=false \
-  -Ccmake.define.JAXEMU_CUDA=ON -e . > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-wait
-echo "builds: $(( $(date +%s) - t0 )) s; $(cat "$OUT/kc_rc")" | tee -a "$LOG"
-grep -q "rc=0" "$OUT/kc_rc" || { grep error "$OUT/kc/build.log" | head; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
+. scripts/session_build.sh  # (SKIP_KC=1: the wheel alone)
 if [ -z "${SKIP_KC:-}" ]; then
   timeout 200 "$KC" --family split > "$OUT/split_family.log" 2>&1; echo "split family rc=$?: $(tail -1 "$OUT/split_family.log")" | tee -a "$LOG"
   grep "^FAIL" "$OUT/split_family.log" | head -5 | cut -c1-300 | tee -a "$LOG"
