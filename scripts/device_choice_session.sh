@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call (carry .cutlass) for auto's choice on the device (docs/
-# auto.md, "The choice on the device"; written in stop 59, not yet run on a
-# GPU): kernel_check and the wheel built side by side; kernel_check's fused,
+# auto.md, "The choice on the device"; written in stop 59, run in stop 60 on a
+# H200): kernel_check and the wheel built side by side; kernel_check's fused,
 # split and fp32 families plain and under memcheck (every fused and split
 # case also behind a closed and an open gate); the GPU tests of the gates
 # and of auto; then auto with the choice on the device against fp16x3 and
@@ -24,7 +24,7 @@ if [ -n "${MEMCHECK-1}" ]; then  # (MEMCHECK= : none)
     TOOLS=memcheck FAMILY=$fam OUT="$OUT/kc" timeout 200 bash scripts/sanitize_kernels.sh 2>&1 | tail -1 | tee -a "$LOG"
   done
 fi
-timeout 400 python3 -m pytest -q -x tests/test_cuda.py -k "gated or device or auto" > "$OUT/tests.log" 2>&1
+timeout 400 python3 -m pytest -q -x tests/test_cuda.py -k "test_gated_split or test_auto_chooses_on_the_device" > "$OUT/tests.log" 2>&1
 echo "tests rc=$?: $(tail -1 "$OUT/tests.log")" | tee -a "$LOG"
 timeout 200 python3 scripts/auto_without_cond.py 1x2048x2048x2048 8x2048x2048x2048 1x4096x4096x4096 1x2048x2048x2048 \
   2>&1 | grep -v Warn | tee -a "$LOG"

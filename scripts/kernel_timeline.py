@@ -12,6 +12,9 @@ are where the host waits (a conditional's predicate copied back) or launches.
 --calls N traces N calls made back to back (each dispatched as soon as the
 last returns, as jaxemu.bench times them): a conditional's host round trip
 then shows as idle time that dispatching ahead would have hidden.
+--host also lists the host threads' events of the traced calls (XLA's
+thunks, the FFI handlers' launches: where the GPU's gaps come from when the
+call is bound by its launches, stop 60) and their totals per name.
 """
 from __future__ import annotations
 
@@ -21,7 +24,6 @@ import os
 import tempfile
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import jaxemu
@@ -81,14 +83,44 @@ def gpu_events(path):
     return sorted(ev, key=lambda e: e[1])
 
 
-def timeline(f, xs, reps=3, calls=1):
+def host_events(path):
+    """(thread, name, start_ns, duration_ns) of the host's events outside
+    the Python thread (XLA's thunk executor and the handlers it calls), in
+    start order."""
+    pd = jax.profiler.ProfileData.from_file(path)
+    ev = []
+    for plane in pd.planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            if line.name != "python":
+                ev += [(line.name, e.name, e.start_ns, e.duration_ns) for e in line.events]
+    return sorted(ev, key=lambda e: e[2])
+
+
+def timeline(f, xs, reps=3, calls=1, host=False):
+    """The GPU's events of ``calls`` warm calls (and the host's, with ``host``)."""
     for _ in range(reps):
         jax.block_until_ready(f(*xs))
     d = tempfile.mkdtemp()
     with jax.profiler.trace(d):
         jax.block_until_ready([f(*xs) for _ in range(calls)])
-    paths = glob.glob(os.path.join(d, "**", "*.xplane.pb"), recursive=True)
-    return gpu_events(paths[0])
+    path = glob.glob(os.path.join(d, "**", "*.xplane.pb"), recursive=True)[0]
+    return (gpu_events(path), host_events(path)) if host else gpu_events(path)
+
+
+def report_host(ev, t0, min_us=3.0, rows=80):
+    """The host events of at least ``min_us`` (start relative to the first
+    GPU event ``t0``), then the totals per name."""
+    shown = [e for e in ev if e[3] / 1e3 >= min_us][:rows]
+    for thread, name, s, dur in shown:
+        print(f"  host {(s - t0) / 1e3:9.1f} us  {dur / 1e3:8.1f} us  {thread[:16]:16s}  {name[:80]}")
+    tot = {}
+    for _, name, _, dur in ev:
+        c, t = tot.get(name, (0, 0.0))
+        tot[name] = (c + 1, t + dur)
+    for name, (c, t) in sorted(tot.items(), key=lambda kv: -kv[1][1])[:15]:
+        print(f"  host total {c:4d} x  {t / 1e3:9.1f} us  {name[:80]}")
 
 
 def by_name(ev):
@@ -126,6 +158,7 @@ def main(argv=None):
     p.add_argument("--summary", action="store_true", help="per kernel name, not every event")
     p.add_argument("--calls", type=int, default=1, help="back-to-back calls traced (the totals cover all)")
     p.add_argument("--env", action="append", default=[], help="NAME=VALUE set before tracing a scheme")
+    p.add_argument("--host", action="store_true", help="also the host threads' events and their totals")
     args = p.parse_args(argv)
     for kv in args.env:
         k, v = kv.split("=", 1)
@@ -138,11 +171,14 @@ def main(argv=None):
             print(f"== {case}, {scheme}")
             if scheme == "fp32":  # FP32 as its users ask for it, not emulated
                 with jax.default_matmul_precision("highest"):
-                    report(timeline(jax.jit(lambda *xs, prod=prod: prod(*xs)), xs, calls=args.calls), summary=args.summary)
+                    got = timeline(jax.jit(lambda *xs, prod=prod: prod(*xs)), xs, calls=args.calls, host=args.host)
             else:
-                report(timeline(jax.jit(jaxemu.emulate(lambda *xs, prod=prod: prod(*xs), scheme=scheme)), xs,
-                                calls=args.calls),
-                       summary=args.summary)
+                got = timeline(jax.jit(jaxemu.emulate(lambda *xs, prod=prod: prod(*xs), scheme=scheme)), xs,
+                               calls=args.calls, host=args.host)
+            gpu, host = got if args.host else (got, None)
+            report(gpu, summary=args.summary)
+            if host is not None:
+                report_host(host, gpu[0][1] if gpu else (host[0][2] if host else 0))
         del xs
 
 
