@@ -6,18 +6,12 @@
 # JAX's profiler with the host threads (kernel_timeline.py --host) for
 # fp16x3 and auto, the conditional and the choice on the device, XLA's command
 # buffers on and off; auto_without_cond.py with them on and off. Logs in $OUT.
-#   bash scripts/host_cost_session.sh   (PREBUILT=1: install dist/'s wheel instead of building)
+#   bash scripts/host_cost_session.sh   (PREBUILT=1: the module carried, scripts/build_device_extension.sh)
 set -uo pipefail
 OUT="${OUT:-/tmp/jaxemu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"
 export JAXEMU_CUTLASS_DIR="${JAXEMU_CUTLASS_DIR:-$PWD/.cutlass}" PYTHONUNBUFFERED=1 JAX_PLATFORMS=cuda,cpu
-if [ -n "${PREBUILT:-}" ]; then  # a wheel built elsewhere for this Python (carry dist): scripts import it
-  python3 -m pip install -q --no-deps --force-reinstall dist/jaxemu-*-cp3*.whl > "$OUT/build.log" 2>&1 \
-    || { tail -5 "$OUT/build.log"; exit 1; }
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
-else
-  SKIP_KC=1 . scripts/session_build.sh
-fi
+SKIP_KC=1 . scripts/session_build.sh  # (PREBUILT=1: the carried module, no build)
 timeout 100 python3 scripts/ffi_launch_cost.py 256 2>&1 | grep -v Warn | tee -a "$LOG"
 # XLA's command buffers (CUDA graphs of its fusions) on and off: a graph
 # whose buffers moved since its last launch is updated on the host first.
