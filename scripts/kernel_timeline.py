@@ -98,40 +98,35 @@ def host_events(path):
     return sorted(ev, key=lambda e: e[2])
 
 
-def timeline(f, xs, reps=3, calls=1, host=False):
-    """The GPU's events of ``calls`` warm calls (and the host's, with ``host``)."""
+def timeline(f, xs, reps=3, calls=1):
+    """The GPU's and the host's events of ``calls`` warm calls."""
     for _ in range(reps):
         jax.block_until_ready(f(*xs))
     d = tempfile.mkdtemp()
     with jax.profiler.trace(d):
         jax.block_until_ready([f(*xs) for _ in range(calls)])
     path = glob.glob(os.path.join(d, "**", "*.xplane.pb"), recursive=True)[0]
-    return (gpu_events(path), host_events(path)) if host else gpu_events(path)
+    return gpu_events(path), host_events(path)
 
 
 def report_host(ev, t0, min_us=3.0, rows=80):
-    """The host events of at least ``min_us`` (start relative to the first
-    GPU event ``t0``), then the totals per name."""
+    """The host events of at least ``min_us`` (start relative to ``t0``,
+    the first GPU event's), then the totals per name."""
     shown = [e for e in ev if e[3] / 1e3 >= min_us][:rows]
     for thread, name, s, dur in shown:
         print(f"  host {(s - t0) / 1e3:9.1f} us  {dur / 1e3:8.1f} us  {thread[:16]:16s}  {name[:80]}")
-    tot = {}
-    for _, name, _, dur in ev:
-        c, t = tot.get(name, (0, 0.0))
-        tot[name] = (c + 1, t + dur)
-    for name, (c, t) in sorted(tot.items(), key=lambda kv: -kv[1][1])[:15]:
-        print(f"  host total {c:4d} x  {t / 1e3:9.1f} us  {name[:80]}")
+    by_name([(name, s, dur) for _, name, s, dur in ev], rows=15, prefix="host total ")
 
 
-def by_name(ev):
-    """Per kernel name: launches and total time, largest total first (a
-    loop's body shows as a count per iteration)."""
+def by_name(ev, rows=25, prefix=""):
+    """Per name: events and total time, largest total first (a loop's body
+    shows as a count per iteration)."""
     tot = {}
     for name, _, dur in ev:
         c, t = tot.get(name, (0, 0.0))
         tot[name] = (c + 1, t + dur)
-    for name, (c, t) in sorted(tot.items(), key=lambda kv: -kv[1][1])[:25]:
-        print(f"  {c:4d} x  {t / 1e3:9.1f} us  {name[:88]}")
+    for name, (c, t) in sorted(tot.items(), key=lambda kv: -kv[1][1])[:rows]:
+        print(f"  {prefix}{c:4d} x  {t / 1e3:9.1f} us  {name[:88]}")
 
 
 def report(ev, min_us=5.0, summary=False):
@@ -171,14 +166,13 @@ def main(argv=None):
             print(f"== {case}, {scheme}")
             if scheme == "fp32":  # FP32 as its users ask for it, not emulated
                 with jax.default_matmul_precision("highest"):
-                    got = timeline(jax.jit(lambda *xs, prod=prod: prod(*xs)), xs, calls=args.calls, host=args.host)
+                    gpu, host = timeline(jax.jit(lambda *xs, prod=prod: prod(*xs)), xs, calls=args.calls)
             else:
-                got = timeline(jax.jit(jaxemu.emulate(lambda *xs, prod=prod: prod(*xs), scheme=scheme)), xs,
-                               calls=args.calls, host=args.host)
-            gpu, host = got if args.host else (got, None)
+                gpu, host = timeline(jax.jit(jaxemu.emulate(lambda *xs, prod=prod: prod(*xs), scheme=scheme)), xs,
+                                     calls=args.calls)
             report(gpu, summary=args.summary)
-            if host is not None:
-                report_host(host, gpu[0][1] if gpu else (host[0][2] if host else 0))
+            if args.host and host:
+                report_host(host, gpu[0][1] if gpu else host[0][2])
         del xs
 
 
