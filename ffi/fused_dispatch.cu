@@ -538,8 +538,7 @@ std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32&
   if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX || p.batch > INT32_MAX)
     return "dimension too large for TMA coordinates";
   if (p.k % 4 || p.n % 4) return "K and N must be multiples of 4 (TMA's 16-byte row strides of A and B)";
-  if ((cut.type != SliceType::kBF16 && cut.type != SliceType::kFP16) || cut.truncate)
-    return "bf16 or fp16 slices rounded to nearest only";
+  if (cut.truncate) return "slices rounded to nearest only";
   const bool scaled = cut.type == SliceType::kFP16;  // fp16's row scaling: both operands' exponents
   if (p.item_exp != nullptr) {  // or found in the kernel (params.h)
     if (!scaled || p.row_exp != nullptr || p.col_exp != nullptr)
@@ -555,7 +554,8 @@ std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32&
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;
   if (plan.ngroups != (scaled ? 2 : 1))
-    return scaled ? "the fp16 FP32-operand kernels take terms of two weights" : "the bf16 FP32-operand kernels take terms of one weight";
+    return scaled ? "the fp16 FP32-operand kernels take terms of two weights"
+                  : std::string("the ") + type_name(cut.type) + " FP32-operand kernels take terms of one weight";
   if (!f32_kernel_for(cut.type, p.sa, p.sb, p.nterms, f32.register_a, p.item_exp != nullptr))
     return std::string("no FP32-operand kernel for ") + type_name(cut.type) + ", " + std::to_string(p.sa) + " x " +
            std::to_string(p.sb) + " slices and " + std::to_string(p.nterms) + " terms" +

@@ -251,7 +251,7 @@ ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
                         ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b,
                         ffi::Span<const int64_t> term_exp, ffi::Span<const int64_t> kc_tiles, int64_t splits,
                         int64_t slices_a, int64_t slices_b, int64_t lo_scale_bits, int64_t register_a, int64_t fp16,
-                        int64_t exp_headroom) {
+                        int64_t tf32, int64_t exp_headroom) {
   auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
   if (a.element_type() != ffi::DataType::F32 || b.element_type() != ffi::DataType::F32 ||
       c->element_type() != ffi::DataType::F32 || partials->element_type() != ffi::DataType::F32 ||
@@ -291,7 +291,8 @@ ffi::Error FusedF32Impl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
     p.col_exp = static_cast<const int32_t*>(col_exp.untyped_data());
   }
   fused::SplitProblem cut;
-  cut.type = fp16 ? fused::SliceType::kFP16 : fused::SliceType::kBF16;
+  if (fp16 && tf32) return ffi::Error::InvalidArgument("jaxemu fused f32: fp16 or tf32 slices, not both");
+  cut.type = fp16 ? fused::SliceType::kFP16 : tf32 ? fused::SliceType::kTF32 : fused::SliceType::kBF16;
   cut.lo_scale_bits = int(lo_scale_bits);
   fused::SplitF32 f32;
   f32.partials = splits > 1 ? static_cast<float*>(partials->untyped_data()) : nullptr;
@@ -331,6 +332,7 @@ XLA_FFI_DEFINE_HANDLER(kFusedF32, FusedF32Impl,
                            .Attr<int64_t>("lo_scale_bits")
                            .Attr<int64_t>("register_a")  // A's slices in registers (traits_f32.cuh)
                            .Attr<int64_t>("fp16")        // fp16 slices, rows scaled (row_exp, col_exp)
+                           .Attr<int64_t>("tf32")        // tf32 slices (else bf16, unless fp16)
                            .Attr<int64_t>("exp_headroom"));  // >= 0: fp16's exponents found in the kernel
 
 // What the split handlers share (fused/params.h: SplitProblem), each check

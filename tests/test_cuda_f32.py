@@ -1,6 +1,6 @@
 """GPU tests of the FP32-operand fused kernels (ffi/fused/kernel_f32.cuh:
-bf16 schemes and fp16x3, whose operands are split in the GEMM's shared
-memory, fp16x3's rows scaled first), on every
+bf16 schemes, fp16x3 and tf32x3, whose operands are split in the GEMM's shared
+memory, fp16x3's rows scaled first, tf32x3's B transposed by its cut), on every
 shape here with JAXEMU_CUDA_F32_OPERANDS=1 (by default they run only on
 outputs of up to two waves of tiles: cuda_fused.f32_pays). Skipped without an
 NVIDIA GPU and the CUDA extension."""
@@ -20,7 +20,7 @@ from jaxemu.backends import cuda_fused
 pytestmark = gpu.MARKS
 
 BF16 = ["bf16x3", "bf16x6", "bf16x9"]
-FLOAT = BF16 + ["fp16x3"]  # every scheme with an FP32-operand kernel
+FLOAT = BF16 + ["fp16x3", "tf32x3"]  # every scheme with an FP32-operand kernel
 
 
 @pytest.fixture(autouse=True, params=["smem", "registers"])
@@ -35,8 +35,9 @@ def run(name, a, b):
     return jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=name, backend="cuda"))(a, b)
 
 
-def test_one_custom_call_and_no_conditional():
-    hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme="bf16x6", backend="cuda")).lower(
+@pytest.mark.parametrize("name", ["bf16x6", "tf32x3"])
+def test_one_custom_call_and_no_conditional(name):
+    hlo = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=name, backend="cuda")).lower(
         jnp.ones((256, 260)), jnp.ones((260, 132))).compile().as_text()
     assert hlo.count('custom_call_target="jaxemu_fused_f32"') == 1, hlo
     assert "jaxemu_fused_split" not in hlo and " conditional(" not in hlo, hlo
@@ -71,7 +72,7 @@ def test_accuracy_against_float64_and_the_slice_path(name, law, monkeypatch):
 @pytest.mark.parametrize("bsz,m,k,n", [(1, 1, 4, 4), (1, 7, 12, 8), (1, 129, 1032, 68), (1, 3, 65536, 12),
                                        (1, 1000, 64, 4), (1, 257, 200, 128), (3, 130, 1 << 15, 68),
                                        (2, 300, 96, 1024)])
-@pytest.mark.parametrize("name", ["bf16x3", "bf16x6", "fp16x3"])
+@pytest.mark.parametrize("name", ["bf16x3", "bf16x6", "fp16x3", "tf32x3"])
 def test_odd_shapes_long_k_and_batches(name, bsz, m, k, n):
     rng = np.random.default_rng(m * k * n + bsz)
     a = rng.standard_normal((bsz, m, k)).astype(np.float32)
@@ -80,8 +81,10 @@ def test_odd_shapes_long_k_and_batches(name, bsz, m, k, n):
     ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
     absab = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
     # its slices' share of each product, and FP32's (fp16x3: 11 + 11 bits
-    # of the row-scaled values, normal data stays far from fp16's subnormals)
-    u = {"bf16x3": 2.0**-16, "fp16x3": 2.0**-22}.get(name, 2.0**-23)
+    # of the row-scaled values, normal data stays far from fp16's subnormals;
+    # tf32x3: lo*lo dropped and each value's residual past two 11-bit
+    # slices, 3 x 2^-22 of a product)
+    u = {"bf16x3": 2.0**-16, "fp16x3": 2.0**-22, "tf32x3": 2.0**-21}.get(name, 2.0**-23)
     np.testing.assert_array_less(np.abs(c - ref), (4 * np.sqrt(k) * 2.0**-24 + 2 * u) * absab + 1e-30)
 
 
@@ -103,7 +106,7 @@ def test_special_values_on_the_gpu(in_kernel, monkeypatch):
         assert np.all(np.abs(c[fin] - ref[fin]) <= (a.shape[1] + 2) * u * absab + 2.0**-126), name
 
 
-@pytest.mark.parametrize("name,in_kernel", [("bf16x6", "0"), ("fp16x3", "0"), ("fp16x3", "1")])
+@pytest.mark.parametrize("name,in_kernel", [("bf16x6", "0"), ("fp16x3", "0"), ("fp16x3", "1"), ("tf32x3", "0")])
 def test_overflow_takes_fp32s_value(name, in_kernel, monkeypatch):
     monkeypatch.setenv("JAXEMU_CUDA_F32_SCALES_IN_KERNEL", in_kernel)
     rng = np.random.default_rng(5)
@@ -118,7 +121,7 @@ def test_overflow_takes_fp32s_value(name, in_kernel, monkeypatch):
     assert T.componentwise_err(np.where(fin, c, 0), a, b, np.where(fin, ref, 0)) < 1e-6
 
 
-@pytest.mark.parametrize("name", ["bf16x6", "fp16x3"])
+@pytest.mark.parametrize("name", ["bf16x6", "fp16x3", "tf32x3"])
 def test_an_exact_operand(name):
     rng = np.random.default_rng(3)
     onehot = (rng.integers(0, 64, 4096)[None, :] == np.arange(64)[:, None]).astype(np.float32)  # (64, 4096)

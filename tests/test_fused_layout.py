@@ -322,8 +322,18 @@ def test_f32_operand_kernels_match_the_generated_ones_and_run_where_they_pay(mon
     monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "1")
     assert F.f32_kernel(x3, 8, 256, 128) and F.f32_kernel(x3.with_exact(True, False), 8, 256, 128)
     assert F.f32_kernel(x3.with_exact(False, True), 8, 4, 4) and not F.f32_kernel(x3, 8, 258, 128)
-    for name in ("fp16x3_bitcut", "tf32x3"):  # truncated slices; tf32 (wgmma reads it K-major only)
-        assert not F.f32_kernel(jaxemu.get_scheme(name), 8, 256, 128), name
+    assert not F.f32_kernel(jaxemu.get_scheme("fp16x3_bitcut"), 8, 256, 128)  # truncated slices
+    # tf32x3 (B's cut transposes it: wgmma reads tf32 K-major only), and its
+    # exact-operand forms; by default on outputs of up to one wave of tiles
+    # (f32_tf32_pays): the k-means update, not 2048^3
+    t3 = jaxemu.get_scheme("tf32x3")
+    assert F.f32_kernel(t3, 8, 256, 128) and F.f32_kernel(t3.with_exact(True, False), 8, 256, 128)
+    assert F.f32_kernel(t3.with_exact(False, True), 8, 4, 4) and not F.f32_kernel(t3, 8, 256, 130)
+    monkeypatch.delenv("JAXEMU_CUDA_F32_OPERANDS", raising=False)
+    assert F.f32_kernel(t3, 1024, 1 << 20, 256) and F.f32_kernel(t3.with_exact(True, False), 1024, 1 << 20, 256)
+    assert F.f32_kernel(t3, 128, 64, 128 * F.sm_count()) and not F.f32_kernel(t3, 128, 64, 128 * F.sm_count() + 4)
+    assert not F.f32_kernel(t3, 2048, 2048, 2048) and not F.f32_kernel(t3, 8192, 8192, 8192)
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "1")
     # fp16x3's exponents found in the kernel: by default where the passes
     # it saves read >= 1 GiB (the k-means update's 5 GiB), never for an
     # exact operand or bf16 slices; "1" anywhere, "0" nowhere

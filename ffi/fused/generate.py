@@ -42,14 +42,16 @@ CONFIGS = (
 # (traits_f32.cuh): 128-wide tiles; bf16 slices with one partial
 # accumulator (terms: an int), A's slices in shared memory or in registers;
 # fp16 slices with the row scaling and two partials (terms: (group 0,
-# group 1), as CONFIGS), A's slices in shared memory. (type, slices per
-# operand, as CONFIGS; terms).
+# group 1), as CONFIGS), A's slices in shared memory; tf32 slices with one
+# partial, A's in shared memory (B's cut transposes them: wgmma reads tf32
+# K-major only). (type, slices per operand, as CONFIGS; terms).
 F32_CONFIGS = (
     ("bf16", 2, 3), ("bf16", 3, 6), ("bf16", 3, 9),    # bf16x3, bf16x6, bf16x9
     ("bf16", (1, 2), 2), ("bf16", (2, 1), 2),          # bf16x3, one operand exact
     ("bf16", (1, 3), 3), ("bf16", (3, 1), 3),          # bf16x6, bf16x9, one operand exact
     ("fp16", 2, (1, 2)),                               # fp16x3
     ("fp16", (1, 2), (1, 1)), ("fp16", (2, 1), (1, 1)),  # fp16x3, one operand exact
+    ("tf32", 2, 3), ("tf32", (1, 2), 2), ("tf32", (2, 1), 2),  # tf32x3, and one operand exact
 )
 
 
@@ -132,7 +134,7 @@ def main():
         for t, slices, terms in F32_CONFIGS:
             t0, t1 = f32_terms(terms)
             sa, sb = slice_counts(slices)
-            if register_a and t1:  # two partials: no room for A's slices in registers
+            if register_a and (t1 or t == "tf32"):  # two partials: no room; tf32: its cut is pairs of 16-bit
                 continue
             if exps_in_kernel and (t != "fp16" or sa != sb):
                 continue

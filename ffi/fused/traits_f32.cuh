@@ -11,11 +11,15 @@
 // tensor cores run the previous K-tile's wgmma, then multiply.
 //
 // Configurations: bf16 slices without scaling (bf16x3, bf16x6, bf16x9: no
-// row statistics needed before a slice exists), and fp16 slices with fp16x3's
+// row statistics needed before a slice exists), fp16 slices with fp16x3's
 // row scaling (fp16x3: each row of A and column of B scaled by 2^e before
 // its cut, e from a pass over the operand made before the launch, the
-// Problem's row_exp and col_exp, which the epilogue also undoes). tf32 needs
-// K-major B (wgmma reads tf32 K-major only) and B arrives (K, N).
+// Problem's row_exp and col_exp, which the epilogue also undoes), and tf32
+// slices (tf32x3). wgmma reads tf32 from shared memory K-major only, and B
+// arrives (K, N), N contiguous: its FP32 stage stays as TMA writes it (N
+// contiguous) and the cut transposes it into K-major slice tiles
+// (transform.cuh: run_b_tf32), so that neither operand makes a pass of its
+// own (the k-means update's 4 GiB A: docs/performance.md, stop 61).
 #pragma once
 
 #include <type_traits>
@@ -40,11 +44,13 @@ using namespace cute;
 template <class Element_, int SlicesA_, int SlicesB_, int Terms0_, bool RegisterA_ = false, int Terms1_ = 0,
           bool ExpsInKernel_ = false>
 struct TraitsF32 {
-  using Element = Element_;  // the slice format: cutlass::bfloat16_t, or cutlass::half_t (scaled rows)
-  static_assert(sizeof(Element) == 2, "16-bit slices (wgmma reads B MN-major only for 16-bit types)");
+  using Element = Element_;  // the slice format: cutlass::bfloat16_t, cutlass::half_t (scaled rows) or tfloat32_t
   // fp16 slices: each row of A and column of B scaled by 2^e first (fp16x3).
   static constexpr bool kScaled = std::is_same_v<Element, cutlass::half_t>;
-  static_assert(kScaled || std::is_same_v<Element, cutlass::bfloat16_t>, "bf16 or fp16 slices");
+  // tf32 slices (in 32-bit words): B's slice tiles K-major, cut from its
+  // N-contiguous stage by a transposing cut (transform.cuh).
+  static constexpr bool kTf32 = std::is_same_v<Element, cutlass::tfloat32_t>;
+  static_assert(kScaled || kTf32 || std::is_same_v<Element, cutlass::bfloat16_t>, "bf16, fp16 or tf32 slices");
   static constexpr int kTileM = 128;  // two consumer warpgroups of 64 rows
   static constexpr int kTileN = 128;
   // 32 K-steps per K-tile: one 128-byte row of FP32 per tile row (the TMA
@@ -78,6 +84,7 @@ struct TraitsF32 {
   // at 128 B/cycle against ~1536 tensor cycles: docs/performance.md stop 33).
   static constexpr bool kRegisterA = RegisterA_;
   static_assert(!(kRegisterA && kPartials > 1), "A in registers with one partial only (registers)");
+  static_assert(!(kRegisterA && kTf32), "tf32's A in shared memory (cut_a_regs cuts pairs of 16-bit values)");
   static constexpr int term_a(int k) { return f32_term_pair(kSlicesA, kSlicesB, kTerms0, k, true); }
   static constexpr int term_b(int k) { return f32_term_pair(kSlicesA, kSlicesB, kTerms0, k, false); }
   // Registers after setmaxnreg, as traits.cuh: the transform runs in the
@@ -102,23 +109,28 @@ struct TraitsF32 {
   using SmemTileB32 = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<float>{},
                                              make_shape(Int<kTileN>{}, Int<kTileK>{}), Step<_2, _1>{}));
   static constexpr int kStageFloats = int(cosize_v<SmemTileA32> + cosize_v<SmemTileB32>);
-  // Slice tiles, as wgmma reads them: A K-major (64-byte swizzle: 32 16-bit
-  // K-steps per row), B MN-major; two buffers (the consumers write one while
-  // the tensor cores read the other).
+  // Slice tiles, as wgmma reads them: A K-major (16-bit: 64-byte swizzle,
+  // 32 K-steps per row; tf32: 128-byte), B MN-major (16-bit) or K-major
+  // (tf32); two buffers (the consumers write one while the tensor cores read
+  // the other).
   static constexpr int kBuffers = 2;
   // (With A in registers, one unused slice tile: it keeps the layouts' types
   // and the fragment shapes without a second definition.)
   static constexpr int kSmemSlicesA = kRegisterA ? 1 : kSlicesA * kBuffers;
-  using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW64_Atom<Element>{},
+  using SliceAtomA = std::conditional_t<kTf32, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_K_SW64_Atom<Element>>;
+  using SliceAtomB = std::conditional_t<kTf32, GMMA::Layout_K_SW128_Atom<Element>, GMMA::Layout_MN_SW128_Atom<Element>>;
+  static constexpr auto kMajorB = kTf32 ? GMMA::Major::K : GMMA::Major::MN;
+  using SmemLayoutA = decltype(tile_to_shape(SliceAtomA{},
                                              make_shape(Int<kTileM>{}, Int<kTileK>{}, Int<kSmemSlicesA>{})));
-  using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+  using SmemLayoutB = decltype(tile_to_shape(SliceAtomB{},
                                              make_shape(Int<kTileN>{}, Int<kTileK>{}, Int<kSlicesB * kBuffers>{})));
   static constexpr int kSliceBytes = int(sizeof(Element)) * int(cosize_v<SmemLayoutA> + cosize_v<SmemLayoutB>);
   // fp16 with its exponents found in the kernel: each consumer warp's
   // column maxima of a K-tile of B, met in shared memory (transform.cuh:
   // choose_cols).
   static constexpr int kColMaxFloats = kExpsInKernel ? kConsumerWarpgroups * 4 * (kTileN / kConsumerWarpgroups) : 4;
-  // FP32 stages: as many as fit beside the slice buffers in 227 KB (bf16x6:
+  // FP32 stages: as many as fit beside the slice buffers in 227 KB (tf32x3:
+  // 128 KB of slices, three stages; bf16x6:
   // 96 KB of slices, four stages of 32 KB; fp16x3: 64 KB, five, and with its
   // exponents found in the kernel 2 KB of column maxima too, still five).
   static constexpr int kStages = (227 * 1024 - 1024 - kSliceBytes - 4 * kColMaxFloats) / (4 * kStageFloats);
@@ -131,8 +143,8 @@ struct TraitsF32 {
 
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, Int<kTileK>>;
   using MmaAtom = std::conditional_t<
-      kRegisterA, decltype(GMMA::rs_op_selector<Element, Element, float, TileShape, GMMA::Major::K, GMMA::Major::MN>()),
-      decltype(GMMA::ss_op_selector<Element, Element, float, TileShape, GMMA::Major::K, GMMA::Major::MN>())>;
+      kRegisterA, decltype(GMMA::rs_op_selector<Element, Element, float, TileShape, GMMA::Major::K, kMajorB>()),
+      decltype(GMMA::ss_op_selector<Element, Element, float, TileShape, GMMA::Major::K, kMajorB>())>;
   using TiledMma = decltype(make_tiled_mma(MmaAtom{}, Layout<Shape<Int<kConsumerWarpgroups>, _1, _1>>{}));
 
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;

@@ -11,7 +11,13 @@
 // (16-byte reads: a warp reads four whole 128-byte rows of the stage, free
 // of bank conflicts) and writes each slice's 4 values as one 8-byte store
 // (contiguous in both slice layouts: 4 K-steps of a K-major A row, 4 columns
-// of MN-major B).
+// of MN-major B). tf32 (T::kTf32): A's runs as those, each slice's 4 values
+// one 16-byte store; B's slices are K-major (wgmma reads tf32 no other
+// way) while its stage holds N contiguous, so B's cut transposes
+// (run_b_tf32): a thread's run is 4 K-steps of one column, read as 4 single
+// floats (a warp's 32 lanes read 32 adjacent columns of one K-step: one
+// 128-byte row) and stored as one 16-byte word per slice (32 rows of the
+// slice tile, 8 swizzled positions: the 4 wavefronts 512 bytes need).
 #pragma once
 
 #include <cstdint>
@@ -76,6 +82,20 @@ struct Transform {
   static constexpr int kRunA = kRunRowsA * TK;     // K-major rows of TK slices
   static constexpr int kRunB32 = kRunStepsB * 32;  // 32 x 8 float atoms, stacked along K first
   static constexpr int kRunB = kRunStepsB * TN;    // MN-major rows of TN slices
+  // tf32's transposing cut of B (run_b_tf32): run j of thread t takes
+  // column t % 64 of its warpgroup's 64 and K-steps k .. k + 3, k = 4 (t /
+  // 64) + 8 j. Its stage offsets: run 0's 4 K-steps (Offsets::bt32, one per
+  // K-step: the swizzle moves each K-step's row), run j a whole 32 x 8 atom
+  // (kRunBT32) past run j - 1; its slice offsets one per run (Offsets::bt:
+  // in the K-major slice tile the swizzle mixes the run's K with the
+  // column's row, no constant distance).
+  static constexpr int kRunStepsBT = 4 * 128 / kColsPerGroup;
+  static constexpr int kRunBT32 = kRunStepsBT * 32;
+  static CUTE_HOST_DEVICE Run run_b_tf32_at(int wg, int t, int j) {
+    return {wg * kColsPerGroup + t % kColsPerGroup, 4 * (t / kColsPerGroup) + kRunStepsBT * j};
+  }
+  // Slice storage words: two 16-bit values per 32-bit word, or one tf32.
+  using Word = std::conditional_t<sizeof(typename T::Element) == 4, uint32_t, uint16_t>;
 
   // This thread's run 0 as element offsets at stage 0, slice 0 (computed
   // once: the swizzled layouts' arithmetic then costs one add per access).
@@ -83,7 +103,7 @@ struct Transform {
   // this thread's A fragment elements (cut_a_regs).
   static constexpr int kPairsA = TM * TK / (128 * T::kConsumerWarpgroups) / 2;
   struct Offsets {
-    int a32, a, b32, b, ra32[kPairsA];
+    int a32, a, b32, b, ra32[kPairsA], bt32[4], bt[kRunsB];
   };
   static __device__ __forceinline__ Offsets offsets(typename T::SharedStorage& smem) {
     const int wg = int(threadIdx.x) / 128 - 1, t = int(threadIdx.x) % 128;
@@ -106,6 +126,16 @@ struct Transform {
       static_assert(int(size(decltype(tA32){})) == 2 * kPairsA, "A fragment size");
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kPairsA; ++j) o.ra32[j] = int(&tA32(2 * j) - smem.a32.data());
+    }
+    if constexpr (T::kTf32) {
+      const Run r0 = run_b_tf32_at(wg, t, 0);
+      CUTLASS_PRAGMA_UNROLL
+      for (int q = 0; q < 4; ++q) o.bt32[q] = int(&sB32(r0.r, r0.k + q, 0) - smem.b32.data());
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kRunsB; ++j) {
+        const Run r = run_b_tf32_at(wg, t, j);
+        o.bt[j] = int(&sB(r.r, r.k, 0) - smem.b.data());
+      }
     }
     return o;
   }
@@ -317,6 +347,38 @@ struct Transform {
     }
   }
 
+  // tf32 (T::kTf32): the slices of 4 values, each slice's 4 as one 16-byte
+  // word: s_i = r_i to nearest even on tf32's grid, r_{i+1} = (r_i - s_i)
+  // 2^lo_scale_bits. The rounding is one instruction (cvt.rn.tf32.f32):
+  // split.cuh's round_bits in bit code took ~20 per value and made the cut,
+  // not the tensor cores, bound the K-loop (0.52 ms at 2048^3 against the
+  // slice path's 0.19; stop 61). It gives round_bits' bits for every value
+  // but those within half a tf32 step of float's largest (round_bits
+  // truncates them, the instruction gives Inf: C's entries that read it are
+  // not finite and the fix-up gives them FP32's values) and NaN's payload
+  // (tests/native/tf32_round_check.cu, every float on the GPU). NaN and Inf
+  // give slices that are not finite, as the bf16 cut's do.
+  static __device__ __forceinline__ float tf32_rn(float x) {
+    uint32_t r;
+    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return __uint_as_float(r & 0xFFFFE000u);  // (the low 13 bits zero, whatever the instruction leaves there)
+  }
+  template <int kSlices>
+  static __device__ __forceinline__ void cut4_tf32(float step, float4 v, uint4 (&out)[kSlices]) {
+    float x[4] = {v.x, v.y, v.z, v.w};
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < kSlices; ++i) {
+      uint32_t w[4];
+      CUTLASS_PRAGMA_UNROLL
+      for (int q = 0; q < 4; ++q) {
+        const float h = tf32_rn(x[q]);
+        w[q] = __float_as_uint(h);
+        if (i + 1 < kSlices) x[q] = (x[q] - h) * step;
+      }
+      out[i] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+
   template <int kSlices>
   static __device__ __forceinline__ void cut4(float step, float4 v, uint2 (&out)[kSlices]) {
     uint32_t lo[kSlices], hi[kSlices];
@@ -337,23 +399,34 @@ struct Transform {
     const float step = pow2f(sp.lo_scale_bits);
     if constexpr (!T::kRegisterA) {
       const float* a32 = smem.a32.data() + stage * kStageA32;
-      auto* a = reinterpret_cast<uint16_t*>(smem.a.data()) + SA * buf * kSliceA;
+      auto* a = reinterpret_cast<Word*>(smem.a.data()) + SA * buf * kSliceA;
       float4 va[kRunsA];
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kRunsA; ++j) va[j] = *reinterpret_cast<float4 const*>(a32 + o.a32 + j * kRunA32);
       if constexpr (T::kExpsInKernel) choose_rows(va, headroom, sc);
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kRunsA; ++j) {
-        uint2 w[SA];
         float4 v = va[j];
         if constexpr (T::kScaled) {
           v.x = scaled(v.x, sc.a[j]), v.y = scaled(v.y, sc.a[j]);
           v.z = scaled(v.z, sc.a[j]), v.w = scaled(v.w, sc.a[j]);
         }
-        cut4<SA>(step, v, w);
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < SA; ++i) *reinterpret_cast<uint2*>(a + o.a + j * kRunA + i * kSliceA) = w[i];
+        if constexpr (T::kTf32) {
+          uint4 w4[SA];
+          cut4_tf32<SA>(step, v, w4);
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < SA; ++i) *reinterpret_cast<uint4*>(a + o.a + j * kRunA + i * kSliceA) = w4[i];
+        } else {
+          uint2 w[SA];
+          cut4<SA>(step, v, w);
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < SA; ++i) *reinterpret_cast<uint2*>(a + o.a + j * kRunA + i * kSliceA) = w[i];
+        }
       }
+    }
+    if constexpr (T::kTf32) {
+      run_b_tf32(step, smem, o, stage, buf);
+      return;
     }
     const float* b32 = smem.b32.data() + stage * kStageB32;
     auto* b = reinterpret_cast<uint16_t*>(smem.b.data()) + SB * buf * kSliceB;
@@ -372,6 +445,26 @@ struct Transform {
       cut4<SB>(step, v, w);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < SB; ++i) *reinterpret_cast<uint2*>(b + o.b + j * kRunB + i * kSliceB) = w[i];
+    }
+  }
+
+  // tf32's B: this thread's 4 runs of 4 K-steps of one column, all loaded
+  // first (as run's), cut, and stored K-major (the header's comment).
+  static __device__ __forceinline__ void run_b_tf32(float step, typename T::SharedStorage& smem, Offsets const& o,
+                                                    int stage, int buf) {
+    const float* b32 = smem.b32.data() + stage * kStageB32;
+    auto* b = reinterpret_cast<uint32_t*>(smem.b.data()) + SB * buf * kSliceB;
+    float4 vb[kRunsB];
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kRunsB; ++j)
+      vb[j] = make_float4(b32[o.bt32[0] + j * kRunBT32], b32[o.bt32[1] + j * kRunBT32],
+                          b32[o.bt32[2] + j * kRunBT32], b32[o.bt32[3] + j * kRunBT32]);
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < kRunsB; ++j) {
+      uint4 w[SB];
+      cut4_tf32<SB>(step, vb[j], w);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < SB; ++i) *reinterpret_cast<uint4*>(b + o.bt[j] + i * kSliceB) = w[i];
     }
   }
 

@@ -611,7 +611,8 @@ def device_specials(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bo
 # unscaled with one term weight, fp16 slices with the row scaling and two
 # (fp16x3; A's slices in shared memory only).
 F32_KERNELS = (("bf16", 2, 2, 3), ("bf16", 3, 3, 6), ("bf16", 3, 3, 9), ("bf16", 1, 2, 2), ("bf16", 2, 1, 2),
-               ("bf16", 1, 3, 3), ("bf16", 3, 1, 3), ("fp16", 2, 2, 3), ("fp16", 1, 2, 2), ("fp16", 2, 1, 2))
+               ("bf16", 1, 3, 3), ("bf16", 3, 1, 3), ("fp16", 2, 2, 3), ("fp16", 1, 2, 2), ("fp16", 2, 1, 2),
+               ("tf32", 2, 2, 3), ("tf32", 1, 2, 2), ("tf32", 2, 1, 2))
 F32_TILE_K = 32
 # fp16x3's exponents found in the FP32-operand kernel (switches:
 # f32_scales_in_kernel): binades below the pass's rule, so that a row's later
@@ -651,18 +652,19 @@ F32_MAX_WAVES = 2
 
 def f32_kernel(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
     """Whether ``s`` runs on the FP32-operand kernel for this product:
-    slices rounded to nearest, bf16 unscaled with one term weight or fp16
+    slices rounded to nearest, bf16 or tf32 unscaled with one term weight or fp16
     with the row scaling and two (fp16x3), a kernel built for its slice and
     term counts, K and N multiples of 4 (TMA's 16-byte row strides of A (L,
     M, K) and B (L, K, N)); and where it pays (``f32_pays``) unless
     JAXEMU_CUDA_F32_OPERANDS is "1" (anywhere it can run) or "0" (never:
     switches.py)."""
-    kind = ((s.fmt == "bf16" and s.scaling == "none" and term_weights(s) == 1)
+    kind = ((s.fmt in ("bf16", "tf32") and s.scaling == "none" and term_weights(s) == 1)
             or (s.fmt == "fp16" and s.scaling == "row" and term_weights(s) == 2))
     runs = (switches.enabled("f32_operands") and kind and s.split == "rn"
             and (s.fmt, s.slices_of(0), s.slices_of(1), len(s.products)) in F32_KERNELS
             and k > 0 and k % 4 == 0 and n % 4 == 0)
-    pays = f32_pays(m, n, batch) if s.fmt == "bf16" else (not any(s.exact) and f32_fp16_pays(m, n))
+    pays = (f32_pays(m, n, batch) if s.fmt == "bf16" else f32_tf32_pays(m, n, batch) if s.fmt == "tf32"
+            else (not any(s.exact) and f32_fp16_pays(m, n)))
     return runs and (switches.forced("f32_operands") or pays)
 
 
@@ -692,6 +694,18 @@ def f32_pays(m: int, n: int, batch: int = 1) -> bool:
     kernel reads the one-hot in FP32 where the slice path writes it in 16
     bits."""
     return f32_tiles(m, n, batch) <= F32_MAX_WAVES * sm_count()
+
+
+def f32_tf32_pays(m: int, n: int, batch: int = 1) -> bool:
+    """Whether tf32x3 takes the FP32-operand kernel: outputs of at most one
+    wave of its tiles. Its cut transposes B's K-tiles (wgmma reads tf32
+    K-major only) and the K-loop runs at ~1.7x SGEMM whatever the shape,
+    where the slice path, paying its split passes, runs 0.84x on the k-means
+    update and 1.82x at 2048^3. H200 (scripts/tf32_f32_session.sh, one
+    process, x SGEMM, slice path / kernel, normal(0,1), stop 61): 1024 x
+    2^20 x 256 (16 tiles) 0.84 / 1.72; 2048^3 (256) 1.82 / 1.68; 4096^3
+    (1024) 2.22 / 1.77."""
+    return f32_tiles(m, n, batch) <= sm_count()
 
 
 # fp16x3 takes the FP32-operand kernel where M N / (M + N) <= this
@@ -785,7 +799,8 @@ def f32_product(a, b, s: FloatSplit, scales=None, find_exps: bool = True):
         term_exp=np.array(t.exp, np.int64), kc_tiles=np.array(t.kc_tiles, np.int64),
         splits=np.int64(splits), slices_a=np.int64(s.slices_of(0)), slices_b=np.int64(s.slices_of(1)),
         lo_scale_bits=np.int64(s.lo_scale_bits),
-        register_a=np.int64(switches.enabled("f32_register_a") and not fp16), fp16=np.int64(fp16),
+        register_a=np.int64(switches.enabled("f32_register_a") and s.fmt == "bf16"), fp16=np.int64(fp16),
+        tf32=np.int64(s.fmt == "tf32"),
         exp_headroom=np.int64(F32_EXP_HEADROOM if in_kernel else -1))
     if in_kernel:
         # An entry of C that is not finite: a special value, or a value past

@@ -9,7 +9,8 @@
 // in each of the four layouts (FP32 stages, slice tiles of A and B) a
 // thread's run j lies at its run 0's offset plus j times the constant the
 // kernel adds (kRunA32, kRunA, kRunB32, kRunB), and the runs cover each
-// tile once. No GPU needed:
+// tile once; tf32's transposing cut of B likewise (its per-K-step stage
+// offsets, 16-byte K-major slice stores). No GPU needed:
 //   nvcc -std=c++17 -arch=sm_90a --expt-relaxed-constexpr -Iffi -I.cutlass/include \
 //     tests/native/f32_layout_check.cu -o /tmp/f32_layout_check && /tmp/f32_layout_check
 #include <cstdint>
@@ -89,15 +90,33 @@ int check_runs(const char* name) {
           seen_a[r.r * T::kTileK + r.k + q]++;
         }
       }
-      for (int j = 0; j < X::kRunsB; ++j) {
-        const auto r = X::run_b(wg, t, j);
-        expect(&sB32(r.r, r.k, 0) - b32 == (&sB32(b0.r, b0.k, 0) - b32) + j * X::kRunB32, wg, t, j, "B's stage");
-        expect(&sB(r.r, r.k, 0) - b == (&sB(b0.r, b0.k, 0) - b) + j * X::kRunB, wg, t, j, "B's slice tile");
-        expect(r.r - b0.r == 0, wg, t, j, "B's runs on other columns (Scales)");
-        for (int q = 0; q < 4; ++q) {  // 4 consecutive columns
-          expect(&sB32(r.r + q, r.k, 0) == &sB32(r.r, r.k, 0) + q && &sB(r.r + q, r.k, 0) == &sB(r.r, r.k, 0) + q,
-                 wg, t, j, "B's run not contiguous");
-          seen_b[(r.r + q) * T::kTileK + r.k]++;
+      for (int j = 0; j < X::kRunsA; ++j) {  // (16-byte stores of tf32, 8-byte of 16-bit slices: 4 elements)
+        const auto r = X::run_a(wg, t, j);
+        expect((&sA(r.r, r.k, 0) - a) % 4 == 0, wg, t, j, "A's slice store not aligned");
+      }
+      if constexpr (T::kTf32) {  // B's transposing cut (run_b_tf32): 4 K-steps of one column per run
+        const auto r0 = X::run_b_tf32_at(wg, t, 0);
+        for (int j = 0; j < X::kRunsB; ++j) {
+          const auto r = X::run_b_tf32_at(wg, t, j);
+          expect(r.r == r0.r && r.k % 4 == 0 && (&sB(r.r, r.k, 0) - b) % 4 == 0, wg, t, j, "B's tf32 run");
+          for (int q = 0; q < 4; ++q) {
+            expect(&sB32(r.r, r.k + q, 0) - b32 == (&sB32(r0.r, r0.k + q, 0) - b32) + j * X::kRunBT32, wg, t, j,
+                   "B's stage (tf32)");
+            expect(&sB(r.r, r.k + q, 0) == &sB(r.r, r.k, 0) + q, wg, t, j, "B's tf32 slice run not contiguous");
+            seen_b[r.r * T::kTileK + r.k + q]++;
+          }
+        }
+      } else {
+        for (int j = 0; j < X::kRunsB; ++j) {
+          const auto r = X::run_b(wg, t, j);
+          expect(&sB32(r.r, r.k, 0) - b32 == (&sB32(b0.r, b0.k, 0) - b32) + j * X::kRunB32, wg, t, j, "B's stage");
+          expect(&sB(r.r, r.k, 0) - b == (&sB(b0.r, b0.k, 0) - b) + j * X::kRunB, wg, t, j, "B's slice tile");
+          expect(r.r - b0.r == 0, wg, t, j, "B's runs on other columns (Scales)");
+          for (int q = 0; q < 4; ++q) {  // 4 consecutive columns
+            expect(&sB32(r.r + q, r.k, 0) == &sB32(r.r, r.k, 0) + q && &sB(r.r + q, r.k, 0) == &sB(r.r, r.k, 0) + q,
+                   wg, t, j, "B's run not contiguous");
+            seen_b[(r.r + q) * T::kTileK + r.k]++;
+          }
         }
       }
     }
@@ -129,6 +148,9 @@ int main() {
   fails += check_runs<TraitsF32<cutlass::half_t, 2, 2, 1, false, 2>>("fp16 s2_t1_2");
   fails += check_runs<TraitsF32<cutlass::half_t, 1, 2, 1, false, 1>>("fp16 s1x2_t1_1");
   fails += check_runs<TraitsF32<cutlass::half_t, 2, 1, 1, false, 1>>("fp16 s2x1_t1_1");
+  fails += check_runs<TraitsF32<cutlass::tfloat32_t, 2, 2, 3>>("tf32 s2_t3");
+  fails += check_runs<TraitsF32<cutlass::tfloat32_t, 1, 2, 2>>("tf32 s1x2_t2");
+  fails += check_runs<TraitsF32<cutlass::tfloat32_t, 2, 1, 2>>("tf32 s2x1_t2");
   // the term tables (cuda_fused.terms_of, smallest first)
   static_assert(f32_term_pair(3, 3, 6, 0, true) == 0 && f32_term_pair(3, 3, 6, 0, false) == 2, "bf16x6's first term");
   static_assert(f32_term_pair(3, 3, 6, 5, true) == 0 && f32_term_pair(3, 3, 6, 5, false) == 0, "hi*hi last");

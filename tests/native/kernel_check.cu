@@ -439,9 +439,9 @@ std::vector<F32Case> f32_cases() {
   for (int sc = 0; sc < int(fused_schemes().size()); ++sc) {
     const FusedScheme& s = fused_schemes()[sc];
     const int n = int(s.products.size());
-    // ffi/fused/generate.py F32_CONFIGS: bf16x3, bf16x6, bf16x9 and their exact-operand forms
-    if (s.type == fused::SliceType::kBF16 && (n == 3 || n == 6 || n == 9 || s.exact_a || s.exact_b) &&
-        !(n == 3 && s.slices == 3 && !s.exact_a && !s.exact_b))
+    // ffi/fused/generate.py F32_CONFIGS: bf16x3, bf16x6, bf16x9, tf32x3 and their exact-operand forms
+    if ((s.type == fused::SliceType::kBF16 || s.type == fused::SliceType::kTF32) &&
+        (n == 3 || n == 6 || n == 9 || s.exact_a || s.exact_b) && !(n == 3 && s.slices == 3 && !s.exact_a && !s.exact_b))
       schemes.push_back(sc);
   }
   const std::vector<std::array<int64_t, 4>> shapes = {  // batch, m, k, n: K and N multiples of 4
@@ -457,7 +457,13 @@ std::vector<F32Case> f32_cases() {
       out.push_back({sc, s[0], s[1], s[2], s[3], splits, kc, 0});
     }
   for (int sc : schemes)
-    for (int sp = 1; sp <= 3; ++sp) out.push_back({sc, 1, 33, 200, 20, 1, 1, sp});
+    for (int sp = 1; sp <= 3; ++sp) {
+      // (Float's largest values in tf32's exact operand break its contract:
+      // they are not tf32 values, FloatSplit.exact; bf16's round past its
+      // range and take FP32's values.)
+      if (sp == 3 && fused_schemes()[sc].exact_a && fused_schemes()[sc].type == fused::SliceType::kTF32) continue;
+      out.push_back({sc, 1, 33, 200, 20, 1, 1, sp});
+    }
   out.push_back({schemes[0], 1, 33, 1100, 20, 2, 1, 1});  // a special value with K-splits
   // One-hot exact operands: every slice of the other operand reaches C
   // unrounded (a dropped or misplaced slice shows, however small).
@@ -465,9 +471,10 @@ std::vector<F32Case> f32_cases() {
     if (fused_schemes()[sc].exact_a || fused_schemes()[sc].exact_b)
       for (auto s : std::vector<std::array<int64_t, 4>>{{1, 129, 68, 132}, {2, 65, 1028, 20}, {1, 300, 4100, 300}})
         out.push_back({sc, s[0], s[1], s[2], s[3], s[2] > 1024 ? 2 : 1, 1, 0, true});
-  // Every case again with A's slices in registers (the RS wgmma kernels).
+  // Every case again with A's slices in registers (the RS wgmma kernels: bf16).
   const size_t n = out.size();
   for (size_t i = 0; i < n; ++i) {
+    if (fused_schemes()[out[i].scheme].type != fused::SliceType::kBF16) continue;
     out.push_back(out[i]);
     out.back().register_a = true;
   }
@@ -500,7 +507,7 @@ bool run_f32(const F32Case& c, std::mt19937_64& rng, std::string* detail) {
   if (c.special == 2) b[size_t(7 * c.n + 2)] = NAN;                      // column 2 of B
   if (c.special == 3) a[size_t(1 * c.k + 0)] = 3.4e38f, a[size_t(1 * c.k + 1)] = -3.4e38f;  // row 1
   fused::SplitProblem cut;
-  cut.type = fused::SliceType::kBF16;
+  cut.type = s.type;  // bf16 or tf32: unscaled
   cut.lo_scale_bits = 0;
   // The host's slices of each value (split.cuh), for the reference.
   auto slices_of = [&](float x, int n, std::array<double, 3>& out) {
@@ -562,8 +569,12 @@ bool run_f32(const F32Case& c, std::mt19937_64& rng, std::string* detail) {
   // otherwise hide a NaN the GEMM made by mistake behind FP32's value).
   const int32_t flag = download<int32_t>(df, 1)[0];
 
-  // Rows of A / columns of B that hold a value the slices cannot carry.
-  auto special_value = [](float x) {  // NaN, Inf, or past the midpoint of bf16's largest value and 2^128
+  // Rows of A / columns of B that hold a value the slices cannot carry:
+  // NaN, Inf, or past the midpoint of bf16's largest value and 2^128. (tf32
+  // carries those finite values, but their products can overflow the
+  // accumulators where FP32's sum does not: those entries take FP32's
+  // values too, and the flag may or may not rise, below.)
+  auto special_value = [](float x) {
     uint32_t u;
     std::memcpy(&u, &x, 4);
     return (u & 0x7FFFFFFFu) >= 0x7F7F8000u;
@@ -618,7 +629,7 @@ bool run_f32(const F32Case& c, std::mt19937_64& rng, std::string* detail) {
                        std::max(1.0, double(s.products.size()) / 3);
   const double bound = std::ldexp(1.0, -20) * std::max(1.0, std::sqrt(steps / 1024));
   const double bound_fp32 = std::ldexp(1.0, -23) * double(c.k);  // FP32's dot-product error bound
-  const bool flag_ok = (flag != 0) == (c.special != 0);
+  const bool flag_ok = (c.special == 3 && s.type == fused::SliceType::kTF32) || (flag != 0) == (c.special != 0);
   // One-hot: each entry is one value's slices, which sum to it exactly; the
   // tensor cores' truncation may cost its last bit where the slices cancel
   // (DESIGN.md 2.1), a dropped or misplaced slice 2^-17 of it or more.
@@ -1554,7 +1565,7 @@ int time_f32(const std::string& spec) {
     }
     return ms_per_launch(what, [&] { return fused::run_f32(p, cut, f32, nullptr); });
   };
-  for (const char* name : {"bf16x3", "bf16x6"}) {
+  for (const char* name : {"bf16x3", "bf16x6", "tf32x3"}) {
     const FusedScheme* s = nullptr;
     for (const auto& f : fused_schemes())
       if (std::string(f.name) == name) s = &f;
@@ -1570,10 +1581,20 @@ int time_f32(const std::string& spec) {
       p.term_exp[t] = 0, p.kc_tiles[t] = 1;
     }
     fused::SplitProblem cut;
-    cut.type = fused::SliceType::kBF16;
+    cut.type = s->type;
     cut.lo_scale_bits = 0;
     std::vector<float> got[2];
     double ms[2];
+    if (s->type == fused::SliceType::kTF32) {  // (A's slices in shared memory only)
+      fused::SplitF32 f32;
+      f32.partials = splits > 1 ? static_cast<float*>(dp.ptr) : nullptr;
+      f32.flags = static_cast<int32_t*>(df.ptr);
+      ms[0] = time_run(name, p, cut, f32);
+      if (ms[0] < 0) return 1;
+      std::printf("%s %s splits=%d: %.3f ms (FNV-1a %016llx)\n", spec.c_str(), name, splits, ms[0],
+                  fnv1a(download<float>(dc, size_t(bsz * m * n))));
+      continue;
+    }
     for (int reg = 0; reg < 2; ++reg) {
       fused::SplitF32 f32;
       f32.partials = splits > 1 ? static_cast<float*>(dp.ptr) : nullptr;

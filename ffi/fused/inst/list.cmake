@@ -29,6 +29,9 @@ set(JAXEMU_FUSED_INSTANCES
   fused/inst/f32_fp16_s2_t1_2.cu
   fused/inst/f32_fp16_s1x2_t1_1.cu
   fused/inst/f32_fp16_s2x1_t1_1.cu
+  fused/inst/f32_tf32_s2_t3.cu
+  fused/inst/f32_tf32_s1x2_t2.cu
+  fused/inst/f32_tf32_s2x1_t2.cu
   fused/inst/f32rs_bf16_s2_t3.cu
   fused/inst/f32rs_bf16_s3_t6.cu
   fused/inst/f32rs_bf16_s3_t9.cu
