@@ -703,8 +703,9 @@ def f32_tf32_pays(m: int, n: int, batch: int = 1) -> bool:
     where the slice path, paying its split passes, runs 0.84x on the k-means
     update and 1.82x at 2048^3. H200 (scripts/tf32_f32_session.sh, one
     process, x SGEMM, slice path / kernel, normal(0,1), stop 61): 1024 x
-    2^20 x 256 (16 tiles) 0.84 / 1.72; 2048^3 (256) 1.82 / 1.68; 4096^3
-    (1024) 2.22 / 1.77."""
+    2^20 x 256 (16 tiles) 0.84 / 1.72; 512 x 2^20 x 512 (16) 0.90 / 1.71;
+    1024 x 262144 x 512 (32) 1.27 / 1.83; 1024^3 (64) 0.78 / 1.31; 1536^3
+    (144) 1.33 / 1.17; 2048^3 (256) 1.82 / 1.68; 4096^3 (1024) 2.22 / 1.77."""
     return f32_tiles(m, n, batch) <= sm_count()
 
 
