@@ -545,9 +545,14 @@ std::string check_f32(const Problem& p, const SplitProblem& cut, const SplitF32&
       return "exponents found in the kernel: fp16 slices, and no row or column exponents given";
     if (p.exp_headroom < 0 || p.exp_headroom > 8) return "exp_headroom must be in 0..8";
   } else if (scaled != (p.row_exp != nullptr) || scaled != (p.col_exp != nullptr)) {
-    return scaled ? "fp16 slices need both operands' row exponents" : "bf16 slices are not scaled";
+    return scaled ? "fp16 slices need both operands' row exponents"
+                  : std::string(type_name(cut.type)) + " slices are not scaled";
   }
   if (cut.lo_scale_bits < 0 || cut.lo_scale_bits > 14) return "lo_scale_bits must be in 0..14";
+  // Unscaled slices: one term weight (below), which lo slices scaled by 2^b
+  // would break (their products weigh 2^-b, the kernel adds them as 2^0).
+  if (!scaled && cut.lo_scale_bits != 0)
+    return std::string(type_name(cut.type)) + " slices take lo_scale_bits = 0 on the FP32-operand kernels";
   std::string bad = check_terms(p);
   if (!bad.empty()) return bad;
   TermPlan plan;

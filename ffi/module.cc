@@ -230,9 +230,10 @@ JAXEMU_FUSED_GATED_HANDLER(kFusedFP16Gated, kFP16, F16)
 JAXEMU_FUSED_GATED_HANDLER(kFusedTF32Gated, kTF32, F32)
 
 // The fused GEMM on FP32 operands, split in shared memory (fused.h:
-// run_f32; bf16 slices, or fp16 with `fp16` set: then row_exp (L, M) and
-// col_exp (L, N) int32 scale A's rows and B's columns by 2^e before the cut,
-// and C by 2^-(row + col) after; empty arrays for bf16): a (L, M, K) and b
+// run_f32; bf16 slices, tf32 with `tf32` set, or fp16 with `fp16` set: then
+// row_exp (L, M) and col_exp (L, N) int32 scale A's rows and B's columns by
+// 2^e before the cut, and C by 2^-(row + col) after; empty arrays for bf16
+// and tf32): a (L, M, K) and b
 // (L, K, N) float32; out C (L, M,
 // N) float32, and two work buffers the kernel needs: the K-splits' partials
 // (splits, L, M, N) float32 (one element when splits == 1) and the

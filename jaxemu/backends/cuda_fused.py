@@ -43,7 +43,7 @@ Either way the common case reads each operand once (twice for fp16's row
 scaling) and writes C once.
 
 The FP32-operand kernel (``f32_product``, ffi/fused/kernel_f32.cuh): bf16
-schemes and fp16x3 on a kernel that reads the FP32 operands themselves and
+schemes, tf32x3 and fp16x3 on a kernel that reads the FP32 operands themselves and
 splits each K-tile in shared memory (fp16x3's rows scaled first, by
 exponents from one pass over each operand, or the caller's, or, opt-in,
 found by the kernel from each row's first nonzero K-tile: f32_product): each operand
@@ -607,9 +607,9 @@ def device_specials(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bo
 # The kernels that read FP32 operands and split them in shared memory
 # (ffi/fused/kernel_f32.cuh; ffi/fused/generate.py's F32_CONFIGS, which
 # tests/test_fused_layout.py checks this against): (slice format, A's
-# slices, B's slices, terms), 128 x 128 tiles of 32 K-steps; bf16 slices
-# unscaled with one term weight, fp16 slices with the row scaling and two
-# (fp16x3; A's slices in shared memory only).
+# slices, B's slices, terms), 128 x 128 tiles of 32 K-steps; bf16 and tf32
+# slices unscaled with one term weight, fp16 slices with the row scaling and
+# two (fp16x3; A's slices in shared memory only, as tf32x3's).
 F32_KERNELS = (("bf16", 2, 2, 3), ("bf16", 3, 3, 6), ("bf16", 3, 3, 9), ("bf16", 1, 2, 2), ("bf16", 2, 1, 2),
                ("bf16", 1, 3, 3), ("bf16", 3, 1, 3), ("fp16", 2, 2, 3), ("fp16", 1, 2, 2), ("fp16", 2, 1, 2),
                ("tf32", 2, 2, 3), ("tf32", 1, 2, 2), ("tf32", 2, 1, 2))
