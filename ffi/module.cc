@@ -63,8 +63,8 @@ ffi::Error FusedRun(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi
                     ffi::AnyBuffer col_exp, ffi::AnyBuffer a32, ffi::AnyBuffer b32, ffi::AnyBuffer amax,
                     ffi::Result<ffi::AnyBuffer> c, ffi::Span<const int64_t> term_a,
                     ffi::Span<const int64_t> term_b, ffi::Span<const int64_t> term_exp,
-                    ffi::Span<const int64_t> kc_tiles, int64_t splits, int64_t tile_n, int64_t b32_rows,
-                    Gate gate = {}) {
+                    ffi::Span<const int64_t> kc_tiles, int64_t kc_sub, int64_t splits, int64_t tile_n,
+                    int64_t b32_rows, Gate gate = {}) {
   auto da = a.dimensions(), db = b.dimensions(), dc = c->dimensions();
   if (a.element_type() != kDtype || b.element_type() != kDtype)
     return ffi::Error::InvalidArgument("jaxemu fused: slice dtype does not match the target");
@@ -89,6 +89,7 @@ ffi::Error FusedRun(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi
   p.tile_n = int(tile_n);
   if (!read_terms(term_a, term_b, term_exp, kc_tiles, &p))
     return ffi::Error::InvalidArgument("jaxemu fused: term arrays must have equal lengths in 1..9");
+  p.kc_sub = int(kc_sub);
   if (row_exp.element_count() > 0) {
     auto dr = row_exp.dimensions(), dl = col_exp.dimensions();
     if (row_exp.element_type() != ffi::DataType::S32 || col_exp.element_type() != ffi::DataType::S32 ||
@@ -131,9 +132,10 @@ ffi::Error FusedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ff
                      ffi::AnyBuffer col_exp, ffi::AnyBuffer a32, ffi::AnyBuffer b32, ffi::AnyBuffer amax,
                      ffi::Result<ffi::AnyBuffer> c, ffi::Span<const int64_t> term_a,
                      ffi::Span<const int64_t> term_b, ffi::Span<const int64_t> term_exp,
-                     ffi::Span<const int64_t> kc_tiles, int64_t splits, int64_t tile_n, int64_t b32_rows) {
+                     ffi::Span<const int64_t> kc_tiles, int64_t kc_sub, int64_t splits, int64_t tile_n,
+                     int64_t b32_rows) {
   return FusedRun<kType, kDtype>(stream, a, b, row_exp, col_exp, a32, b32, amax, c, term_a, term_b, term_exp,
-                                 kc_tiles, splits, tile_n, b32_rows);
+                                 kc_tiles, kc_sub, splits, tile_n, b32_rows);
 }
 
 // A gated call's gate (common/gate.h) into *g: `choice` one int32 on the
@@ -164,8 +166,8 @@ ffi::Error FusedGatedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
                           ffi::AnyBuffer col_exp, ffi::AnyBuffer a32, ffi::AnyBuffer b32, ffi::AnyBuffer amax,
                           ffi::AnyBuffer choice, ffi::AnyBuffer c_in, ffi::Result<ffi::AnyBuffer> c,
                           ffi::Span<const int64_t> term_a, ffi::Span<const int64_t> term_b,
-                          ffi::Span<const int64_t> term_exp, ffi::Span<const int64_t> kc_tiles, int64_t splits,
-                          int64_t tile_n, int64_t b32_rows, int64_t run_if) {
+                          ffi::Span<const int64_t> term_exp, ffi::Span<const int64_t> kc_tiles, int64_t kc_sub,
+                          int64_t splits, int64_t tile_n, int64_t b32_rows, int64_t run_if) {
   const std::string who = "jaxemu fused gated";
   Gate gate;
   ffi::Error err = read_gate(who, choice, run_if, &gate);
@@ -181,7 +183,7 @@ ffi::Error FusedGatedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
       return ffi::Error::InvalidArgument(who + ": c_in must be aliased to C (input_output_aliases)");
   }
   return FusedRun<kType, kDtype>(stream, a, b, row_exp, col_exp, a32, b32, amax, c, term_a, term_b, term_exp,
-                                 kc_tiles, splits, tile_n, b32_rows, gate);
+                                 kc_tiles, kc_sub, splits, tile_n, b32_rows, gate);
 }
 
 // The operands and attributes the fused GEMM's targets share (plain and gated).
@@ -198,6 +200,7 @@ ffi::Error FusedGatedImpl(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
       .Attr<ffi::Span<const int64_t>>("term_b")                                                   \
       .Attr<ffi::Span<const int64_t>>("term_exp")                                                 \
       .Attr<ffi::Span<const int64_t>>("kc_tiles")                                                 \
+      .Attr<int64_t>("kc_sub")                                                                    \
       .Attr<int64_t>("splits")                                                                    \
       .Attr<int64_t>("tile_n")                                                                    \
       .Attr<int64_t>("b32_rows")

@@ -331,8 +331,10 @@ def test_f32_operand_kernels_match_the_generated_ones_and_run_where_they_pay(mon
     assert F.f32_kernel(t3.with_exact(False, True), 8, 4, 4) and not F.f32_kernel(t3, 8, 256, 130)
     monkeypatch.delenv("JAXEMU_CUDA_F32_OPERANDS", raising=False)
     assert F.f32_kernel(t3, 1024, 1 << 20, 256) and F.f32_kernel(t3.with_exact(True, False), 1024, 1 << 20, 256)
-    assert F.f32_kernel(t3, 128, 64, 128 * F.sm_count()) and not F.f32_kernel(t3, 128, 64, 128 * F.sm_count() + 4)
+    assert F.f32_kernel(t3, 128, 512, 128 * F.sm_count()) and not F.f32_kernel(t3, 128, 512, 128 * F.sm_count() + 4)
     assert not F.f32_kernel(t3, 2048, 2048, 2048) and not F.f32_kernel(t3, 8192, 8192, 8192)
+    # not at K <= SHORT_K_HALF_KC, where the slice kernel promotes every half K-tile (kernel_kc)
+    assert not F.f32_kernel(t3, 8, 256, 128) and F.f32_kernel(t3, 8, 260, 128)
     monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "1")
     # fp16x3's exponents found in the kernel: by default where the passes
     # it saves read >= 1 GiB (the k-means update's 5 GiB), never for an
@@ -450,10 +452,12 @@ def chunk_check(tmp_path_factory):
     return _host_program(tmp_path_factory, "chunk_check")
 
 
-def run_chunk_check(exe, k_tiles, splits, terms):
+def run_chunk_check(exe, k_tiles, splits, terms, sub=None):
     """The kernel's plan and K-loop schedule for terms [(exp, kc_tiles)] in
-    kernel order: (plan line, chunks (split, kt_begin, kt_end, promotes_group1))."""
-    out = subprocess.run([str(exe), str(k_tiles), str(splits)] + [f"{e}:{kc}" for e, kc in terms],
+    kernel order (``sub``: Problem::kc_sub): (plan line (groups, n1, kc0,
+    kc1, sub0), chunks (split, kt_begin, kt_end, promotes_group1))."""
+    extra = [] if sub is None else [f"sub={sub}"]
+    out = subprocess.run([str(exe), str(k_tiles), str(splits)] + extra + [f"{e}:{kc}" for e, kc in terms],
                          check=True, capture_output=True, text=True, timeout=60).stdout.splitlines()
     if out[0].startswith("refused"):
         return out[0], None
@@ -487,7 +491,7 @@ def test_k_splits_share_the_k_tiles_equally(chunk_check, k_tiles, splits, terms,
     # the split; group 1 promotes at its kc1-aligned points and at the end of
     # each split's range, nowhere else.
     got_plan, chunks = run_chunk_check(chunk_check, k_tiles, splits, terms)
-    assert got_plan == plan
+    assert got_plan == plan + (1,)
     _, _, kc0, kc1 = plan
     seen = np.zeros(k_tiles, int)
     ranges = {}
@@ -559,6 +563,50 @@ def test_term_plan_refuses(chunk_check, terms, why):
     assert isinstance(plan, str) and why in plan
 
 
+@pytest.mark.parametrize("sub,terms,expect", [
+    (2, X3_FP16, (2, 2, 1, 8, 2)),  # fp16x3 at kc = 32: hi*hi twice per K-tile, the corrections every 8
+    (2, [(0, 1)] * 3, (1, 0, 1, 1, 2)),  # tf32x3 at kc = 16
+    (2, [(-12, 8), (-12, 8), (0, 2)], "one K-tile"),  # hi*hi's interval two K-tiles: no promotion within one
+    (4, X3_FP16, "kc_sub must be 1 or 2"),
+])
+def test_term_plan_promotes_within_a_k_tile(chunk_check, sub, terms, expect):
+    # Problem::kc_sub: group 0 (hi*hi) promotes twice per K-tile,
+    # only where its interval is one K-tile (mainloop.cuh); the chunks are
+    # those of kc_sub = 1.
+    plan, chunks = run_chunk_check(chunk_check, 5, 1, terms, sub=sub)
+    if isinstance(expect, str):
+        assert isinstance(plan, str) and expect in plan
+        return
+    assert plan == expect
+    assert np.array_equal(chunks, run_chunk_check(chunk_check, 5, 1, terms)[1])
+
+
+def test_kc_below_a_k_tile_promotes_within_it():
+    # The scheme's kc below one K-tile becomes promotions within it: every
+    # half K-tile (32 K-steps of 64 for fp16 and bf16, 16 of 32 for tf32),
+    # the shortest interval the kernel has; kc >= a K-tile: whole tiles.
+    x3 = jaxemu.get_scheme("fp16x3")
+    t32 = jaxemu.get_scheme("tf32x3")
+    assert F.terms_of(x3, 4096).kc_sub == 1 and F.terms_of(x3.replace(kc=128), 4096).kc_sub == 1
+    t = F.terms_of(x3.replace(kc=32), 4096)  # hi*hi (last) every half K-tile, the corrections every 4 K-tiles
+    assert t.kc_sub == 2 and t.kc_tiles == (4, 4, 1) and t.exp == F.terms_of(x3, 4096).exp
+    assert F.terms_of(x3.replace(kc=48), 4096).kc_sub == 2
+    assert F.terms_of(x3.replace(kc=16), 4096).kc_sub == 2 and F.terms_of(x3.replace(kc=1), 4096).kc_sub == 2
+    assert F.terms_of(t32.replace(kc=16), 4096).kc_sub == 2 and F.terms_of(t32, 4096).kc_sub == 1
+    assert F.terms_of(x3.replace(kc=None), 4096).kc_sub == 1
+    # At K <= SHORT_K_HALF_KC, fp16 and tf32 slices promote at half the
+    # scheme's kc (kernel_kc): hi*hi every half K-tile on the slice kernel,
+    # every 32-step K-tile on the FP32-operand kernel; not bf16's
+    short = F.SHORT_K_HALF_KC
+    assert F.kernel_kc(x3, short) == 32 and F.kernel_kc(x3, short + 1) == 64
+    assert F.terms_of(x3, short).kc_sub == 2 and F.terms_of(x3, short + 64).kc_sub == 1
+    assert F.terms_of(x3, 128, F.F32_TILE_K).kc_sub == 1 and F.terms_of(x3, 128, F.F32_TILE_K).kc_tiles[-1] == 1
+    assert F.terms_of(t32, 128).kc_sub == 2 and F.kernel_kc(t32, 128) == 16
+    x6 = jaxemu.get_scheme("bf16x6")
+    assert F.kernel_kc(x6, 128) == 64 and F.terms_of(x6, 128).kc_sub == 1
+    assert F.kernel_kc(x3.replace(kc=None), 128) is None
+
+
 def _kernel_twin(name, out_types):
     """A stand-in for the fused kernel's FFI call, in plain JAX on the CPU:
     the weighted sum of the slice products the term table lists, the
@@ -571,7 +619,8 @@ def _kernel_twin(name, out_types):
     if name == "jaxemu_fused_split_stats":
         return _split_stats_twin(out_types)
 
-    def call(a_sl, b_sl, row, col, a32, b32, amax, term_a, term_b, term_exp, kc_tiles, splits, tile_n, b32_rows):
+    def call(a_sl, b_sl, row, col, a32, b32, amax, term_a, term_b, term_exp, kc_tiles, kc_sub, splits, tile_n,
+             b32_rows):
         def slices(x):  # (L, R, T, S, TK) -> (S, L, R, T * TK)
             s = x.shape
             return jnp.moveaxis(x.astype(jnp.float32), 3, 0).reshape(s[3], s[0], s[1], s[2] * s[4])

@@ -89,6 +89,7 @@ std::string launch_f32(const Problem& p, const SplitProblem& cut, const SplitF32
   TermPlan plan;
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;
+  if (plan.sub0 != 1) return "the FP32-operand kernel promotes at whole K-tiles only (kc_sub = 1)";
   if (plan.ngroups != T::kPartials || plan.n1 != T::kTerms1 || p.nterms != T::kTerms0 + T::kTerms1)
     return "the kernel takes " + std::to_string(T::kTerms1) + " terms of the smaller weight, then " +
            std::to_string(T::kTerms0) + " of the larger";

@@ -65,14 +65,16 @@ struct Mainloop {
     }
   }
 
-  // One term's K-tile of wgmma from stage slices (ia, ib) into `acc`,
-  // starting it from zero when `fresh`.
-  template <class Acc, class FragA, class FragB>
+  // One term's K-blocks [KB0, KB1) of a K-tile of wgmma from stage slices
+  // (ia, ib) into `acc`, starting it from zero when `fresh`; the whole K-tile
+  // by default.
+  template <int KB0 = 0, int KB1 = -1, class Acc, class FragA, class FragB>
   static __device__ void term(typename T::TiledMma& tiled_mma, FragA const& tCrA, FragB const& tCrB, int ia, int ib,
                               Acc& acc, bool fresh) {
+    constexpr int kEnd = KB1 < 0 ? decltype(size<2>(tCrA))::value : KB1;
     tiled_mma.accumulate_ = fresh ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
     CUTLASS_PRAGMA_UNROLL
-    for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+    for (int kb = KB0; kb < kEnd; ++kb) {
       cute::gemm(tiled_mma, tCrA(_, _, kb, ia), tCrB(_, _, kb, ib), acc);
       tiled_mma.accumulate_ = GMMA::ScaleOut::One;
     }
@@ -117,35 +119,57 @@ struct Mainloop {
       for (int i = 0; i < n; ++i) {
         pipeline.consumer_wait(read);
         const int base_a = SA * read.index(), base_b = SB * read.index();
-        warpgroup_fence_operand(p0);
-        if constexpr (T::kPartials > 1) warpgroup_fence_operand(p1);
-        warpgroup_arrive();
+        // Every term's K-blocks [KB0, KB1) of this K-tile, as one batch.
         // Group 1's terms (the smaller weight) come first in the order
         // (TermPlan::n1 of them), then group 0's: one loop per accumulator.
-        if constexpr (T::kFixedTerms) {
-          CUTLASS_PRAGMA_UNROLL
-          for (int t = 0; t < T::kTerms1; ++t)
-            term(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p1, t == 0 && fresh1);
-          CUTLASS_PRAGMA_UNROLL
-          for (int t = T::kTerms1; t < T::kTerms1 + T::kTerms0; ++t)
-            term(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p0, t == T::kTerms1 && fresh0);
-          fresh1 = false;
-          fresh0 = false;
-        } else {
-          if constexpr (T::kPartials > 1) {
+        auto issue = [&](auto kb0, auto kb1) {
+          constexpr int KB0 = decltype(kb0)::value, KB1 = decltype(kb1)::value;
+          warpgroup_fence_operand(p0);
+          if constexpr (T::kPartials > 1) warpgroup_fence_operand(p1);
+          warpgroup_arrive();
+          if constexpr (T::kFixedTerms) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int t = 0; t < T::kTerms1; ++t)
+              term<KB0, KB1>(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p1, t == 0 && fresh1);
+            CUTLASS_PRAGMA_UNROLL
+            for (int t = T::kTerms1; t < T::kTerms1 + T::kTerms0; ++t)
+              term<KB0, KB1>(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p0,
+                             t == T::kTerms1 && fresh0);
+            if constexpr (T::kTerms1 > 0) fresh1 = false;
+            fresh0 = false;
+          } else {
+            if constexpr (T::kPartials > 1) {
 #pragma unroll 1
-            for (int t = 0; t < plan.n1; ++t) {
-              term(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p1, fresh1);
-              fresh1 = false;
+              for (int t = 0; t < plan.n1; ++t) {
+                term<KB0, KB1>(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p1, fresh1);
+                fresh1 = false;
+              }
+            }
+#pragma unroll 1
+            for (int t = plan.n1; t < p.nterms; ++t) {
+              term<KB0, KB1>(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p0, fresh0);
+              fresh0 = false;
             }
           }
-#pragma unroll 1
-          for (int t = plan.n1; t < p.nterms; ++t) {
-            term(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p0, fresh0);
-            fresh0 = false;
-          }
+          warpgroup_commit_batch();
+        };
+        // Group 0 promoted within the K-tile (TermPlan::sub0 > 1, its
+        // chunk one K-tile: n == 1): drain, add, and its next K-blocks start
+        // a fresh partial. Group 1 goes on across the K-tile.
+        auto promote_within = [&]() {
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(p0);
+          promote(total, p0, plan.exp[0]);
+          fresh0 = true;
+        };
+        constexpr int KB = decltype(size<2>(tCrA))::value;
+        if (plan.sub0 == 1) {
+          issue(Int<0>{}, Int<KB>{});
+        } else {
+          issue(Int<0>{}, Int<KB / 2>{});
+          promote_within();
+          issue(Int<KB / 2>{}, Int<KB>{});
         }
-        warpgroup_commit_batch();
         warpgroup_wait<1>();  // the previous K-tile's batch is done: release its stage
         warpgroup_fence_operand(p0);
         if constexpr (T::kPartials > 1) warpgroup_fence_operand(p1);

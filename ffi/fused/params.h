@@ -52,6 +52,13 @@ struct Problem {
   int term_b[kMaxTerms] = {};    // slice of B in term t
   int term_exp[kMaxTerms] = {};  // the term's weight 2^e_t (exact)
   int kc_tiles[kMaxTerms] = {};  // promotion interval of term t, in K-tiles (>= 1)
+  // Group 0's promotions per K-tile (1, or 2 where its interval is one
+  // K-tile): an interval of half a K-tile, for short K, where the tensor
+  // cores' truncation of hi*hi's partial is most of the error
+  // (jaxemu/schemes.py: kc). The slice kernel's (mainloop.cuh); the
+  // FP32-operand kernel takes 1 only. (A quarter K-tile as well cost the
+  // fp16 kernel 64 more bytes of spills in every form: not offered.)
+  int kc_sub = 1;
 };
 
 // How the kernel runs a Problem's terms: terms of equal weight share a
@@ -72,6 +79,7 @@ struct TermPlan {
   int n1 = 0;                    // group 1's terms: the first n1 of the order
   int exp[kMaxGroups] = {};      // the group's weight 2^exp
   int kc_tiles[kMaxGroups] = {};
+  int sub0 = 1;                  // group 0's promotions per K-tile (Problem::kc_sub)
 };
 
 // The plan of p's terms into `plan`; "" or why the kernel cannot run them
@@ -99,6 +107,9 @@ inline std::string plan_terms(const Problem& p, TermPlan* plan) {
   if (t.ngroups == 2 && t.kc_tiles[1] < t.kc_tiles[0]) t.kc_tiles[0] = t.kc_tiles[1];
   const int k0 = t.kc_tiles[0];
   t.kc_tiles[1] = t.ngroups == 1 ? k0 : t.kc_tiles[1] / k0 * k0;
+  if (p.kc_sub != 1 && p.kc_sub != 2) return "kc_sub must be 1 or 2";
+  if (p.kc_sub > 1 && k0 != 1) return "promotions within a K-tile need group 0's interval to be one K-tile";
+  t.sub0 = p.kc_sub;
   *plan = t;
   return "";
 }

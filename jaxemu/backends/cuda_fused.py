@@ -175,26 +175,63 @@ class Terms(NamedTuple):
     b: Tuple[int, ...]
     exp: Tuple[int, ...]
     kc_tiles: Tuple[int, ...]
+    kc_sub: int = 1  # hi*hi's promotions per K-tile where kc is below one (ffi/fused/params.h)
+
+
+# Short K: fp16 and tf32 slices promote at half the scheme's kc where K is at
+# most this (kernel_kc). Two 11-bit slices keep 22 bits of each value, so at
+# short K the tensor cores' truncation of hi*hi's partial, biased on data of
+# one sign, is what puts the error above SGEMM's, and a partial of half the
+# K-steps truncates half as much. H200 (scripts/kc_ab.py, one process, stop
+# 63; x SGEMM, worst of four laws' error / SGEMM's, kc 64 -> 32 (tf32: 32 ->
+# 16)): kNN 8192 x 128 x 262144 fp16x3 2.38 / 1.19 -> 2.44 / 0.88, tf32x3
+# 2.00 / 1.07 -> 1.88 / 0.90; k-means distances 2^20 x 256 x 1024 fp16x3
+# 3.14 / 0.86 -> 3.02 / 0.67, tf32x3 1.89 / 0.80 -> 2.05 / 0.71. Not at long
+# K: each promotion is an FP32 rounding of the total, and at 2048^3 fp16x3
+# went 0.37 -> 0.40, at 8192^3 0.52 -> 0.62 (and 4.07x -> 3.52x). bf16x6
+# stays below SGEMM's error at K = 128 without it (0.93) and lost 15 % with it.
+SHORT_K_HALF_KC = 256
+HALF_KC_FORMATS = ("fp16", "tf32")
+
+
+def kernel_kc(s: FloatSplit, k: int) -> "int | None":
+    """The promotion interval the kernels use for ``s`` at K = k: the
+    scheme's kc, halved at short K for 11-bit slices (SHORT_K_HALF_KC)."""
+    if s.kc is not None and k <= SHORT_K_HALF_KC and s.fmt in HALF_KC_FORMATS:
+        return max(1, s.kc // 2)
+    return s.kc
+
+
+def kc_sub(kc: "int | None", tk: int) -> int:
+    """How often the slice kernel promotes hi*hi's partial within one K-tile
+    of ``tk`` K-steps at interval ``kc``: 2 (every half K-tile) where kc is
+    below a K-tile, else 1. Half a K-tile is the shortest interval the kernel
+    has: a kc below it promotes every half K-tile (ffi/fused/params.h:
+    Problem::kc_sub). (A kernel without it, the FP32-operand one, takes
+    whole K-tiles.)"""
+    return 1 if kc is None or kc >= tk else 2
 
 
 def terms_of(s: FloatSplit, k: int, tk: int = 0) -> Terms:
     """The kernel's term table: slice products smallest level first (the
     order the xla backend adds levels), each weighted 2^(-sb * level), and its
-    promotion interval in tiles of ``tk`` K-steps (default: tile_k)."""
+    promotion interval (kernel_kc) in tiles of ``tk`` K-steps (default:
+    tile_k), hi*hi's within a K-tile where it is shorter (kc_sub)."""
     tk = tk or tile_k(s.fmt)
     k_tiles = max(1, -(-k // tk))
+    interval = kernel_kc(s, k)
     a, b, e, kc = [], [], [], []
     for lvl, pairs in s.levels:
-        if s.kc is None:
+        if interval is None:
             tiles = k_tiles
         else:
-            tiles = max(1, (s.kc * LEVEL_KC_GROWTH ** lvl) // tk)
+            tiles = max(1, (interval * LEVEL_KC_GROWTH ** lvl) // tk)
         for i, j in pairs:
             a.append(i)
             b.append(j)
             e.append(-s.lo_scale_bits * lvl)
             kc.append(min(tiles, k_tiles))
-    return Terms(tuple(a), tuple(b), tuple(e), tuple(kc))
+    return Terms(tuple(a), tuple(b), tuple(e), tuple(kc), kc_sub(interval, tk))
 
 
 class LaunchConfig(NamedTuple):
@@ -545,7 +582,8 @@ def split_product(a_split, b_split, s: FloatSplit, specials=None, gate=None, c_i
     out_type = jax.ShapeDtypeStruct((cfg.splits, bsz, m, n), jnp.float32)
     attrs = dict(term_a=np.array(t.a, np.int64), term_b=np.array(t.b, np.int64),
                  term_exp=np.array(t.exp, np.int64), kc_tiles=np.array(t.kc_tiles, np.int64),
-                 splits=np.int64(cfg.splits), tile_n=np.int64(cfg.tile_n), b32_rows=np.int64(bool(rows)))
+                 kc_sub=np.int64(t.kc_sub), splits=np.int64(cfg.splits), tile_n=np.int64(cfg.tile_n),
+                 b32_rows=np.int64(bool(rows)))
     if gate is not None:
         if cfg.splits != 1:  # (then the row scaling is undone in the kernel too)
             raise ValueError(f"split_product: a gated product writes C whole in the kernel; this launch has "
@@ -663,7 +701,10 @@ def f32_kernel(s: FloatSplit, m: int, k: int, n: int, batch: int = 1) -> bool:
     runs = (switches.enabled("f32_operands") and kind and s.split == "rn"
             and (s.fmt, s.slices_of(0), s.slices_of(1), len(s.products)) in F32_KERNELS
             and k > 0 and k % 4 == 0 and n % 4 == 0)
-    pays = (f32_pays(m, n, batch) if s.fmt == "bf16" else f32_tf32_pays(m, n, batch) if s.fmt == "tf32"
+    # (tf32 at short K: the slice kernel promotes every half K-tile there,
+    # kernel_kc; this one's K-tile is already the scheme's kc.)
+    pays = (f32_pays(m, n, batch) if s.fmt == "bf16"
+            else f32_tf32_pays(m, n, batch) and kernel_kc(s, k) == s.kc if s.fmt == "tf32"
             else (not any(s.exact) and f32_fp16_pays(m, n)))
     return runs and (switches.forced("f32_operands") or pays)
 

@@ -4,7 +4,8 @@
 //   split kt_begin kt_end promotes_group1
 // one per line, after a first line "plan NGROUPS N1 KC0 KC1" (or "refused
 // WHY") (tests/test_fused_layout.py checks coverage, balance, promotion points).
-//   chunk_check K_TILES SPLITS EXP_0:KC_0 [EXP_1:KC_1 ...]   (terms in kernel order)
+//   chunk_check K_TILES SPLITS [sub=KC_SUB] EXP_0:KC_0 [EXP_1:KC_1 ...]   (terms in kernel order)
+// (the plan line then ends with group 0's promotions per K-tile, SUB0)
 // and the persistent grid's work items (scheduler.cuh: TileScheduler) as
 //   m_blk n_blk l split
 // one per work item in index order:
@@ -65,10 +66,12 @@ int main(int argc, char** argv) {
   jaxemu::fused::Problem p;
   const int k_tiles = std::atoi(argv[1]);
   p.splits = std::atoi(argv[2]);
-  p.nterms = argc - 3;
-  if (p.nterms > jaxemu::fused::kMaxTerms) return 2;
+  int first = 3;
+  if (std::sscanf(argv[3], "sub=%d", &p.kc_sub) == 1) ++first;
+  p.nterms = argc - first;
+  if (p.nterms < 1 || p.nterms > jaxemu::fused::kMaxTerms) return 2;
   for (int t = 0; t < p.nterms; ++t) {
-    if (std::sscanf(argv[3 + t], "%d:%d", &p.term_exp[t], &p.kc_tiles[t]) != 2) return 2;
+    if (std::sscanf(argv[first + t], "%d:%d", &p.term_exp[t], &p.kc_tiles[t]) != 2) return 2;
   }
   jaxemu::fused::TermPlan plan;
   const std::string why = jaxemu::fused::plan_terms(p, &plan);
@@ -76,7 +79,7 @@ int main(int argc, char** argv) {
     std::printf("refused %s\n", why.c_str());
     return 0;
   }
-  std::printf("plan %d %d %d %d\n", plan.ngroups, plan.n1, plan.kc_tiles[0], plan.kc_tiles[1]);
+  std::printf("plan %d %d %d %d %d\n", plan.ngroups, plan.n1, plan.kc_tiles[0], plan.kc_tiles[1], plan.sub0);
   for (int s = 0; s < p.splits; ++s)
     for (jaxemu::fused::KChunks it(plan, k_tiles, s, p.splits); !it.done(); it.next())
       std::printf("%d %d %d %d\n", s, it.kt_begin, it.kt_end, int(it.promotes_group1()));

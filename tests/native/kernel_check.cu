@@ -174,13 +174,15 @@ struct FusedCase {
   // not, so the epilogue's unscaling runs both its one-multiply path and its
   // per-value path (ffi/fused/epilogue.cuh), with C's values still normal.
   bool far_exps = false;
+  int kc_sub = 1;  // hi*hi's promotions per K-tile (fused::Problem::kc_sub; 2 needs kc_tiles == 1)
 };
 
 std::string label(const FusedCase& c) {
   char buf[200];
-  std::snprintf(buf, sizeof buf, "fused %s %lldx%lldx%lldx%lld tile_n=%d splits=%d kc_tiles=%d%s",
+  std::snprintf(buf, sizeof buf, "fused %s %lldx%lldx%lldx%lld tile_n=%d splits=%d kc_tiles=%d%s%s",
                 fused_schemes()[c.scheme].name, (long long)c.batch, (long long)c.m, (long long)c.k,
-                (long long)c.n, c.tile_n, c.splits, c.kc_tiles, c.with_inf ? " inf" : c.far_exps ? " far-exps" : "");
+                (long long)c.n, c.tile_n, c.splits, c.kc_tiles, c.kc_sub > 1 ? " kc_sub=2" : "",
+                c.with_inf ? " inf" : c.far_exps ? " far-exps" : "");
   return buf;
 }
 
@@ -215,6 +217,8 @@ std::vector<FusedCase> fused_cases() {
       // (jaxemu/backends/cuda_fused.py undoes the scaling after the sum).
       const int splits = (s[2] > 256 && i % 4 == 0) ? 3 : 1;
       out.push_back({sc, s[0], s[1], s[2], s[3], tile_n, splits, kc, false});
+      // Every other case of one-K-tile chunks promotes hi*hi each half K-tile.
+      if (kc == 1 && (i / 3) % 2 == 0) out.back().kc_sub = 2;
     }
   for (int sc = 0; sc < int(fused_schemes().size()); ++sc)
     out.push_back({sc, 1, 33, 200, 20, 128, 1, 1, true});
@@ -332,6 +336,7 @@ bool run_fused(const FusedCase& c, std::mt19937_64& rng, std::string* detail) {
     p.kc_tiles[t] = c.kc_tiles ? int(std::min<int64_t>(c.kc_tiles << (3 * (pr.first + pr.second)), ktiles))
                                : int(ktiles);
   }
+  p.kc_sub = c.kc_sub;
   std::string why = fused::check(s.type, p);
   if (!why.empty()) {
     *detail = "check refused a valid problem: " + why;
