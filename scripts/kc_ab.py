@@ -70,7 +70,7 @@ def main(argv=None):
                 for _ in range(3):  # interleaved: a drift in the clock hits both alike
                     for key, f in fns.items():
                         ms[key].append(1e3 * T.median_time(lambda: f(a, b), args.reps, 0.02))
-            del a, b, ref
+            a = b = ref = None  # (kNN's float64 C is 16 GiB: freed before the next law's)
         print(f"{shape}: SGEMM {t32:.3f} ms", flush=True)
         for key in fns:
             t = float(np.median(ms[key]))
