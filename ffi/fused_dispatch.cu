@@ -13,7 +13,7 @@
 namespace jaxemu {
 namespace fused {
 
-#define JAXEMU_FUSED_DECLARE(name, type, slices_a, slices_b, tile_n, partials, terms0, terms1) \
+#define JAXEMU_FUSED_DECLARE(name, type, slices_a, slices_b, tile_n, partials, terms0, terms1, half) \
   std::string run_##name(const Problem&, cudaStream_t, Gate);
 JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_DECLARE)
 #undef JAXEMU_FUSED_DECLARE
@@ -377,12 +377,15 @@ std::string run(const SplitProblem& p, cudaStream_t stream, Gate gate) {
 using RunFn = std::string (*)(const Problem&, cudaStream_t, Gate);
 static RunFn kernel_for(SliceType t, int sa, int sb, int tile_n, const TermPlan& plan, int nterms) {
   const int n0 = nterms - plan.n1, n1 = plan.n1;
-#define JAXEMU_FUSED_FIXED(name, type, s_a, s_b, tn, partials, t0, t1) \
-  if (t == SliceType::type && sa == s_a && sb == s_b && tile_n == tn && t0 == n0 && t1 == n1) return run_##name;
+#define JAXEMU_FUSED_FIXED(name, type, s_a, s_b, tn, partials, t0, t1, half)                                  \
+  if (t == SliceType::type && sa == s_a && sb == s_b && tile_n == tn && t0 == n0 && t1 == n1 &&                  \
+      half == (plan.sub0 == 2))                                                                                  \
+    return run_##name;
   JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_FIXED)
 #undef JAXEMU_FUSED_FIXED
-#define JAXEMU_FUSED_ANY(name, type, s_a, s_b, tn, partials, t0, t1) \
-  if (t == SliceType::type && sa == s_a && sb == s_b && tile_n == tn && t0 == 0 && plan.ngroups <= partials) \
+#define JAXEMU_FUSED_ANY(name, type, s_a, s_b, tn, partials, t0, t1, half)                       \
+  if (t == SliceType::type && sa == s_a && sb == s_b && tile_n == tn && t0 == 0 && plan.ngroups <= partials && \
+      plan.sub0 == 1)                                                                                 \
     return run_##name;
   JAXEMU_FUSED_CONFIGS(JAXEMU_FUSED_ANY)
 #undef JAXEMU_FUSED_ANY
@@ -420,6 +423,7 @@ std::string check(SliceType t, const Problem& p) {
     return std::string("no kernel for ") + type_name(t) + " with " + std::to_string(p.sa) + " x " +
            std::to_string(p.sb) + " slices, " +
            std::to_string(plan.ngroups) + " term weights and tile_n " + std::to_string(p.tile_n) +
+           (plan.sub0 == 2 ? ", promoting every half K-tile" : "") +
            " (ffi/fused/generate.py lists the configurations)";
   if (p.splits < 1 || p.splits > k_tiles) return "splits must be in 1..(number of K-tiles)";
   if (!aligned16(p.a) || !aligned16(p.b) || !aligned16(p.c)) return "operand pointers must be 16-byte aligned";

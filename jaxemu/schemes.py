@@ -169,7 +169,11 @@ class FloatSplit(Scheme):
         partial, smallest first in each K-tile of 64 (tf32: 32) K-steps: at a kc
         of one K-tile each term's truncation is at its own scale; beyond it, the
         small terms of later K-tiles are truncated at hi*hi's scale too, so a
-        longer kc costs more accuracy there than on the xla backend.
+        longer kc costs more accuracy there than on the xla backend. Below one
+        K-tile it promotes hi*hi every half K-tile (fp16 and tf32 slices), and
+        at K <= 256 it halves the kc of fp16 and tf32 slices by itself
+        (backends/cuda_fused.py: kernel_kc; docs/accuracy.md, "Promotion on
+        the GPU, and short K").
       termwise: accumulate products of each magnitude level (i + j) separately and
         add the levels smallest first, hi*hi last (SGEMM-cube).
       exact: (lhs, rhs): the operand is known to hold small integers (|x| <= 256:

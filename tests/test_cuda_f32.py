@@ -165,6 +165,28 @@ def test_a_in_registers_gives_the_same_bits(name, monkeypatch):
         np.testing.assert_array_equal(out["1"].view(np.uint32), out["0"].view(np.uint32), err_msg=f"{m}x{k}x{n}")
 
 
+@pytest.mark.parametrize("m,k,n", [(2048, 2048, 2048), (1000, 520, 1024), (1024, 8192, 256), (3, 1 << 14, 12)])
+def test_tf32x3_gives_the_slice_paths_bits(m, k, n, monkeypatch):
+    # The same slices (cvt.rn.tf32 rounds as round_bits: tests/native/
+    # tf32_round_check.cu), the same terms in the same order into one
+    # partial promoted every 32-step K-tile, the same K-splits (asserted
+    # first): the same bits as the slice path. (At K <= SHORT_K_HALF_KC the
+    # slice kernel promotes every half K-tile: not compared there.)
+    s = jaxemu.get_scheme("tf32x3")
+    assert k % 32 == 0 and k > cuda_fused.SHORT_K_HALF_KC
+    assert cuda_fused.f32_splits(m, n, k) == cuda_fused.launch_config(m, n, k, 1, s, cuda_fused.sm_count()).splits
+    rng = np.random.default_rng(m + k + n)
+    a = np.ldexp(rng.uniform(-1, 1, (m, k)), rng.integers(-16, 16, (m, k))).astype(np.float32)  # wide exponents
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    f = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))
+    assert "jaxemu_fused_f32" in f.lower(a, b).compile().as_text()
+    kernel = np.asarray(f(a, b))
+    monkeypatch.setenv("JAXEMU_CUDA_F32_OPERANDS", "0")
+    g = jax.jit(lambda a, b: jaxemu.dot(a, b, scheme=s, backend="cuda"))
+    assert "jaxemu_fused_f32" not in g.lower(a, b).compile().as_text()
+    np.testing.assert_array_equal(kernel.view(np.uint32), np.asarray(g(a, b)).view(np.uint32))
+
+
 def assert_fp16x3_componentwise(c, a, b, err_msg=""):
     """|C - A B| within fp16x3's componentwise bound, entry by entry against
     float64 (A, B float32, (M, K) x (K, N) or batched (L, M, K) x (L, K, N)):

@@ -412,6 +412,7 @@ def test_kernel_table_matches_the_generated_kernels():
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     assert tuple(gen.CONFIGS) == F.KERNELS
+    assert tuple(gen.HALF_TILE) == F.HALF_TILE_KERNELS
     assert len({gen.config_name(c[0], c[1], c[2], c[4]) for c in gen.CONFIGS}) == len(gen.CONFIGS)
     from jaxemu.schemes import FloatSplit
     for name in FLOAT:  # every catalogue scheme has a kernel
@@ -605,6 +606,11 @@ def test_kc_below_a_k_tile_promotes_within_it():
     x6 = jaxemu.get_scheme("bf16x6")
     assert F.kernel_kc(x6, 128) == 64 and F.terms_of(x6, 128).kc_sub == 1
     assert F.kernel_kc(x3.replace(kc=None), 128) is None
+    # the kernels that promote within a K-tile: the fixed-term fp16 and tf32
+    # ones at 128-wide tiles (short K's width), exact forms included
+    for s in (x3, t32, x3.with_exact(True, False), t32.with_exact(False, True)):
+        assert F.has_half_tile_kernel(s, 128) and not F.has_half_tile_kernel(s, 192), s
+    assert not F.has_half_tile_kernel(x6, 128) and not F.has_half_tile_kernel(x3.replace(products=((0, 0), (1, 0))), 128)
 
 
 def _kernel_twin(name, out_types):

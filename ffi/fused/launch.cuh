@@ -22,6 +22,8 @@ std::string launch(const Problem& p, cudaStream_t stream, Gate gate) {
   std::string why = plan_terms(p, &plan);
   if (!why.empty()) return why;
   if (plan.ngroups > T::kPartials) return "more term weights than the kernel's partial accumulators";
+  if ((plan.sub0 == 2) != T::kHalfTile)
+    return T::kHalfTile ? "this kernel promotes every half K-tile (kc_sub = 2)" : "this kernel takes kc_sub = 1";
   if (T::kFixedTerms && (plan.n1 != T::kTerms1 || p.nterms - plan.n1 != T::kTerms0))
     return "term counts do not match the kernel's (" + std::to_string(T::kTerms0) + " + " +
            std::to_string(T::kTerms1) + ")";

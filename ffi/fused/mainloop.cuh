@@ -135,7 +135,7 @@ struct Mainloop {
             for (int t = T::kTerms1; t < T::kTerms1 + T::kTerms0; ++t)
               term<KB0, KB1>(tiled_mma, tCrA, tCrB, base_a + p.term_a[t], base_b + p.term_b[t], p0,
                              t == T::kTerms1 && fresh0);
-            if constexpr (T::kTerms1 > 0) fresh1 = false;
+            fresh1 = false;
             fresh0 = false;
           } else {
             if constexpr (T::kPartials > 1) {
@@ -153,22 +153,19 @@ struct Mainloop {
           }
           warpgroup_commit_batch();
         };
-        // Group 0 promoted within the K-tile (TermPlan::sub0 > 1, its
-        // chunk one K-tile: n == 1): drain, add, and its next K-blocks start
-        // a fresh partial. Group 1 goes on across the K-tile.
-        auto promote_within = [&]() {
+        constexpr int KB = decltype(size<2>(tCrA))::value;
+        if constexpr (T::kHalfTile) {
+          // Group 0 promoted after the first half of the K-tile too (its
+          // chunk is one K-tile: n == 1): drain, add, and its second half
+          // starts a fresh partial. Group 1 goes on across the K-tile.
+          issue(Int<0>{}, Int<KB / 2>{});
           warpgroup_wait<0>();
           warpgroup_fence_operand(p0);
           promote(total, p0, plan.exp[0]);
           fresh0 = true;
-        };
-        constexpr int KB = decltype(size<2>(tCrA))::value;
-        if (plan.sub0 == 1) {
-          issue(Int<0>{}, Int<KB>{});
-        } else {
-          issue(Int<0>{}, Int<KB / 2>{});
-          promote_within();
           issue(Int<KB / 2>{}, Int<KB>{});
+        } else {
+          issue(Int<0>{}, Int<KB>{});
         }
         warpgroup_wait<1>();  // the previous K-tile's batch is done: release its stage
         warpgroup_fence_operand(p0);

@@ -55,9 +55,11 @@ struct Problem {
   // Group 0's promotions per K-tile (1, or 2 where its interval is one
   // K-tile): an interval of half a K-tile, for short K, where the tensor
   // cores' truncation of hi*hi's partial is most of the error
-  // (jaxemu/schemes.py: kc). The slice kernel's (mainloop.cuh); the
-  // FP32-operand kernel takes 1 only. (A quarter K-tile as well cost the
-  // fp16 kernel 64 more bytes of spills in every form: not offered.)
+  // (jaxemu/backends/cuda_fused.py: kernel_kc). The slice kernels built
+  // for it (traits.cuh: kHalfTile; fp16 and tf32 with fixed term counts
+  // at 128-wide tiles, ffi/fused/generate.py); the FP32-operand kernel
+  // takes 1 only. (A quarter K-tile cost the fp16 kernel 64 more bytes of
+  // spills: not offered.)
   int kc_sub = 1;
 };
 

@@ -40,7 +40,8 @@ struct SliceGmem {
   }
 };
 
-template <class Element_, int TileN_, int SlicesA_, int SlicesB_, int Partials_, int Terms0_ = 0, int Terms1_ = 0>
+template <class Element_, int TileN_, int SlicesA_, int SlicesB_, int Partials_, int Terms0_ = 0, int Terms1_ = 0,
+          bool HalfTile_ = false>
 struct Traits {
   using Element = Element_;  // cutlass::bfloat16_t, cutlass::half_t or cutlass::tfloat32_t
   static constexpr int kTileM = 128;  // two consumer warpgroups of 64 rows
@@ -73,6 +74,12 @@ struct Traits {
   static constexpr bool kFixedTerms = kTerms0 > 0;
   static_assert(!kFixedTerms || kTerms0 + kTerms1 <= kMaxTerms, "more terms than a Problem holds");
   static_assert(!kFixedTerms || kPartials == (kTerms1 > 0 ? 2 : 1), "one partial accumulator per term group");
+  // Group 0 (hi*hi) promoted after each half K-tile (Problem::kc_sub == 2,
+  // short K): a kernel of its own, so that the others' mainloop is the one
+  // without it (a run-time choice in every kernel cost 1-3 % at 8192^3
+  // and moved tf32x3's 2048^3 by 11 %, H200, stop 63).
+  static constexpr bool kHalfTile = HalfTile_;
+  static_assert(!kHalfTile || kFixedTerms, "half-K-tile promotion: the fixed-term kernels only");
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   // Registers per thread after the split (setmaxnreg), from the CTA's own

@@ -103,6 +103,14 @@ KERNELS = (
     ("bf16", (1, 3), 128, 1, (3, 0)), ("bf16", (3, 1), 128, 1, (3, 0)),
     ("tf32", (1, 2), 128, 1, (2, 0)), ("tf32", (2, 1), 128, 1, (2, 0)),
 )
+# The configurations that also have a kernel promoting hi*hi every half
+# K-tile (generate.py: HALF_TILE; kc_sub): fp16 and tf32 slices with fixed
+# term counts at 128-wide tiles, where short K runs (kernel_kc).
+HALF_TILE_KERNELS = (
+    ("tf32", 2, 128, 1, (3, 0)), ("fp16", 2, 128, 2, (1, 2)),
+    ("fp16", (1, 2), 128, 2, (1, 1)), ("fp16", (2, 1), 128, 2, (1, 1)),
+    ("tf32", (1, 2), 128, 1, (2, 0)), ("tf32", (2, 1), 128, 1, (2, 0)),
+)
 # Relative speed of the two tile widths on full tiles (H200, bf16, promoted
 # GEMM at 8192 x 8192 x 49152: 454 vs 492 TFLOP/s with 1x1 clusters,
 # the per-level CUTLASS kernel this one replaced): a 192-wide tile pays unless
@@ -205,11 +213,20 @@ def kernel_kc(s: FloatSplit, k: int) -> "int | None":
 def kc_sub(kc: "int | None", tk: int) -> int:
     """How often the slice kernel promotes hi*hi's partial within one K-tile
     of ``tk`` K-steps at interval ``kc``: 2 (every half K-tile) where kc is
-    below a K-tile, else 1. Half a K-tile is the shortest interval the kernel
-    has: a kc below it promotes every half K-tile (ffi/fused/params.h:
-    Problem::kc_sub). (A kernel without it, the FP32-operand one, takes
-    whole K-tiles.)"""
+    below a K-tile, else 1. Half a K-tile is the shortest interval the
+    kernels have: a kc below it promotes every half K-tile (ffi/fused/
+    params.h: Problem::kc_sub), where a kernel for it exists
+    (has_half_tile_kernel); elsewhere (bf16, a custom term list, 192-wide
+    tiles, the FP32-operand kernel) every whole K-tile."""
     return 1 if kc is None or kc >= tk else 2
+
+
+def has_half_tile_kernel(s: FloatSplit, tile_n: int) -> bool:
+    """Whether a kernel promoting hi*hi every half K-tile runs ``s`` at this
+    tile width (HALF_TILE_KERNELS)."""
+    counts = (s.slices_of(0), s.slices_of(1))
+    return any(fmt == s.fmt and slice_counts(sl) == counts and tn == tile_n and terms == term_groups(s)
+               and term_weights(s) <= partials for fmt, sl, tn, partials, terms in HALF_TILE_KERNELS)
 
 
 def terms_of(s: FloatSplit, k: int, tk: int = 0) -> Terms:
@@ -565,6 +582,8 @@ def split_product(a_split, b_split, s: FloatSplit, specials=None, gate=None, c_i
     n = b_sl.shape[1]
     t = terms_of(s, kp)
     cfg = launch_config(m, n, kp, bsz, s, sm_count())
+    if t.kc_sub > 1 and not has_half_tile_kernel(s, cfg.tile_n):
+        t = t._replace(kc_sub=1)  # (kc_sub: whole K-tiles where no kernel promotes within one)
     scaled_in_kernel = ea is not None and cfg.splits == 1
     if scaled_in_kernel:
         row, col = ea, eb

@@ -5,7 +5,7 @@ namespace jaxemu {
 namespace fused {
 
 std::string run_bf16_s1x3_n128_t3(const Problem& p, cudaStream_t stream, Gate gate) {
-  return launch<Traits<cutlass::bfloat16_t, 128, 1, 3, 1, 3, 0>>(p, stream, gate);
+  return launch<Traits<cutlass::bfloat16_t, 128, 1, 3, 1, 3, 0, false>>(p, stream, gate);
 }
 
 }  // namespace fused

@@ -5,7 +5,7 @@ namespace jaxemu {
 namespace fused {
 
 std::string run_bf16_s3_n128_tany(const Problem& p, cudaStream_t stream, Gate gate) {
-  return launch<Traits<cutlass::bfloat16_t, 128, 3, 3, 1, 0, 0>>(p, stream, gate);
+  return launch<Traits<cutlass::bfloat16_t, 128, 3, 3, 1, 0, 0, false>>(p, stream, gate);
 }
 
 }  // namespace fused

@@ -5,7 +5,7 @@ namespace jaxemu {
 namespace fused {
 
 std::string run_fp16_s1x2_n128_t1_1(const Problem& p, cudaStream_t stream, Gate gate) {
-  return launch<Traits<cutlass::half_t, 128, 1, 2, 2, 1, 1>>(p, stream, gate);
+  return launch<Traits<cutlass::half_t, 128, 1, 2, 2, 1, 1, false>>(p, stream, gate);
 }
 
 }  // namespace fused

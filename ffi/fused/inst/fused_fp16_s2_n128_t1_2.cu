@@ -5,7 +5,7 @@ namespace jaxemu {
 namespace fused {
 
 std::string run_fp16_s2_n128_t1_2(const Problem& p, cudaStream_t stream, Gate gate) {
-  return launch<Traits<cutlass::half_t, 128, 2, 2, 2, 1, 2>>(p, stream, gate);
+  return launch<Traits<cutlass::half_t, 128, 2, 2, 2, 1, 2, false>>(p, stream, gate);
 }
 
 }  // namespace fused

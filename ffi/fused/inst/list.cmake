@@ -19,6 +19,12 @@ set(JAXEMU_FUSED_INSTANCES
   fused/inst/fused_bf16_s3x1_n128_t3.cu
   fused/inst/fused_tf32_s1x2_n128_t2.cu
   fused/inst/fused_tf32_s2x1_n128_t2.cu
+  fused/inst/fused_tf32_s2_n128_t3_h.cu
+  fused/inst/fused_fp16_s2_n128_t1_2_h.cu
+  fused/inst/fused_fp16_s1x2_n128_t1_1_h.cu
+  fused/inst/fused_fp16_s2x1_n128_t1_1_h.cu
+  fused/inst/fused_tf32_s1x2_n128_t2_h.cu
+  fused/inst/fused_tf32_s2x1_n128_t2_h.cu
   fused/inst/f32_bf16_s2_t3.cu
   fused/inst/f32_bf16_s3_t6.cu
   fused/inst/f32_bf16_s3_t9.cu
