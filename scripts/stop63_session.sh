@@ -3,6 +3,9 @@
 #   STEP=bench: the suite on the short-K shapes (the half-K-tile rule: kernel_kc)
 #     and this tree against the one before it (alt_old/: its jaxemu/ with its
 #     module, a git worktree copy) at 8192^3 and 2048^3, alternating processes.
+#   STEP=ab: scripts/kc_ab.py, each scheme against its kc variant (AB_ARGS);
+#     calls 1-2 ran it, and a build with kernel_check's fused family, as
+#     scripts/kc_sub_session.sh (folded in here).
 #   STEP=tests: kernel_check (built here), its f32 and fused families,
 #     tf32_round_check, and the GPU tests of tf32x3 and the short-K rule
 #     (TESTS: pytest -k of tests/test_cuda_f32.py; CUDA_TESTS: of tests/test_cuda.py).
@@ -15,7 +18,11 @@ mkdir -p "$OUT"
 export JAX_PLATFORMS=cuda,cpu PYTHONUNBUFFERED=1 JAXEMU_CUTLASS_DIR="${JAXEMU_CUTLASS_DIR:-$PWD/.cutlass}"
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
-if [ "${STEP:-bench}" = bench ]; then
+if [ "${STEP:-bench}" = ab ]; then
+  PYTHONPATH=$PWD timeout "${AB_TIMEOUT:-540}" python3 scripts/kc_ab.py ${AB_ARGS:-} > "$OUT/kc_ab.txt" 2>&1
+  echo "kc_ab rc $?" | tee -a "$LOG"
+  grep -a "SGEMM  worst" "$OUT/kc_ab.txt" | tee -a "$LOG"
+elif [ "${STEP:-bench}" = bench ]; then
   for r in 1 2; do
     for v in old new; do
       dir=$PWD; [ $v = old ] && dir=$PWD/alt_old

@@ -92,8 +92,9 @@ struct Mainloop {
   // Consumers: the whole K-loop of one work item into `total` (FP32), with
   // partial accumulators p0 (group 0) and p1 (group 1; unused when
   // T::kPartials == 1), local to the work item so that they are not live
-  // across the epilogue. Per K-tile: one batch of every term's wgmma; after
-  // it, the previous K-tile's batch is complete and its stage released.
+  // across the epilogue. Per K-tile: one batch of every term's wgmma (two
+  // with T::kHalfTile, group 0 promoted between them); after it, the
+  // previous K-tile's batch is complete and its stage released.
   // After a chunk: drain, promote. (Overlapping the promotion with the next
   // chunk's wgmma would need yet another partial: ptxas serialized the wgmma
   // (warning C7514) and spilled when that was tried: docs/performance.md.)
